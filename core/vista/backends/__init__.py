@@ -1,0 +1,1 @@
+"""Model backends shipped with the core."""

@@ -1,0 +1,17 @@
+"""Built-in CLI commands, added through ``register_commands`` like any plugin's."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vista.hookspecs import hookimpl
+
+
+@hookimpl
+def register_commands(cli: Any) -> None:
+    from vista.cli.eval import eval_command
+    from vista.cli.listing import all_listing_commands
+
+    for command in all_listing_commands():
+        cli.add_command(command)
+    cli.add_command(eval_command)

@@ -1,0 +1,1 @@
+"""The ``vista`` command line."""

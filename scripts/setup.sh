@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Set up the main development environment in .venv: CPU torch, core, sdk and every first-party
+# plugin as editable installs, plus the test tools.  Idempotent: a stamp of the inputs skips work
+# that is already done, so the README's commands can call it every time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+VENV=${VISTA_VENV:-$ROOT/.venv}
+PY=${PYTHON:-python3}
+
+# System packages some plugins need (Tesseract for the OCR tool).  Best effort: skipped without root.
+if ! command -v tesseract >/dev/null 2>&1; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing tesseract-ocr (Debian)"
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tesseract-ocr >/dev/null) \
+      || echo "setup: warning: could not install tesseract-ocr; OCR tests will fail" >&2
+  else
+    echo "setup: warning: tesseract is missing and cannot be installed here (needs root + apt)" >&2
+  fi
+fi
+
+stamp_inputs() {
+  cat scripts/setup.sh pyproject.toml sdk/pyproject.toml plugins/*/pyproject.toml 2>/dev/null | sha256sum | cut -c1-16
+}
+STAMP="$VENV/.vista-setup-$(stamp_inputs)"
+if [ -f "$STAMP" ]; then
+  exit 0
+fi
+
+[ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+PIP=("$VENV/bin/python" -m pip install -q --disable-pip-version-check)
+# The CPU build of torch first: with it installed, every torch range below is already satisfied and
+# pip never pulls the multi-GB CUDA build.
+"${PIP[@]}" "torch==2.13.0"
+EDITABLES=(-e ".[dev,torch]" -e sdk)
+for plugin in plugins/*/; do
+  [ -f "$plugin/pyproject.toml" ] && EDITABLES+=(-e "$plugin")
+done
+"${PIP[@]}" "${EDITABLES[@]}" 2>&1 | grep -v "is ignored: it is neither" || true
+"$VENV/bin/python" -c "import vista, vista_sdk" >/dev/null
+# Extra fixes other issues need (torchvision guard etc.) hook in here.
+for fix in scripts/setup.d/*.sh; do
+  [ -f "$fix" ] && VENV="$VENV" bash "$fix"
+done
+rm -f "$VENV"/.vista-setup-*
+touch "$STAMP"
+echo "setup: environment ready in $VENV"

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The whole test suite: set-up, lint, type checks, the main test environment, then the separate
+# environments for plugins whose pins conflict (each skipped only if its setup script is absent).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+VENV=${VISTA_VENV:-.venv}
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+echo "== ruff"; "$VENV/bin/ruff" check .
+echo "== mypy"; "$VENV/bin/mypy" core/vista sdk/vista_sdk
+echo "== pytest (main environment)"
+"$VENV/bin/python" -m pytest tests plugins contrib "$@"
+for extra in scripts/test.d/*.sh; do
+  [ -f "$extra" ] || continue
+  echo "== $(basename "$extra" .sh)"
+  bash "$extra"
+done
