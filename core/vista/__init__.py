@@ -88,4 +88,5 @@ __all__ = [
     "make_judge",
     "make_model",
     "make_tool",
+    "parse_response",
 ]

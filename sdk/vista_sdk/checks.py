@@ -276,12 +276,14 @@ def check_tool(
         json.dumps(schema)
     except Exception as exc:  # noqa: BLE001
         report.fail(f"openai_schema() failed: {type(exc).__name__}: {exc}")
-    for label, arguments, expect_error in (
+    wrong_types: dict[str, Any] = {key: {"nested": ["junk"]} for key in valid_arguments} or {"junk": 1}
+    cases: list[tuple[str, Any, bool]] = [
         ("valid", valid_arguments, False),
         ("not-json", "{not json", True),
         ("non-object", "[1, 2]", True),
-        ("wrong-types", {key: {"nested": ["junk"]} for key in valid_arguments} or {"junk": 1}, True),
-    ):
+        ("wrong-types", wrong_types, True),
+    ]
+    for label, arguments, expect_error in cases:
         try:
             result = tool(arguments, context)
         except Exception as exc:  # noqa: BLE001

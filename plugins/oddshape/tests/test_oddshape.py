@@ -1,6 +1,7 @@
 import hashlib
 
 import pytest
+
 import vista
 from vista_sdk import check_env
 
