@@ -1,0 +1,128 @@
+import pytest
+from vista_plugin_judges.numeric import parse_number
+
+import vista
+from vista_sdk import check_judge
+
+# (prediction, reference, expected score) -- ChartQA edge cases included
+RELAXED_CASES = [
+    ("12", "12", 1.0),
+    ("12.5", "12", 1.0),             # 4.2% off
+    ("12.6", "12", 1.0),             # 5.0% off: inside the 5% rule
+    ("12.61", "12", 0.0),            # 5.08% off
+    ("11.4", "12", 1.0),
+    ("1,234", "1234", 1.0),          # thousands separator
+    ("1234", "1,200", 1.0),          # 2.8% off
+    ("45%", "45", 1.0),              # percent sign
+    ("45 %", "45%", 1.0),
+    ("$1,200", "1200", 1.0),         # currency
+    ("12 kg", "12", 1.0),            # unit
+    ("12 million", "12", 1.0),
+    ("−3.2", "-3.2", 1.0),           # unicode minus
+    ("3.2", "-3.2", 0.0),            # sign matters
+    ("2019", "2019", 1.0),           # years are exact...
+    ("2018", "2019", 0.0),           # ...although 2018 is within 5% of 2019
+    ("2019.0", "2019", 1.0),
+    ("0", "0", 1.0),                 # zero reference: exact
+    ("0.01", "0", 0.0),
+    ("10", "1", 0.0),                # no substring containment
+    ("1", "10", 0.0),
+    ("Yes", "yes", 1.0),             # text answers: normalised exact match
+    ("the United States", "United States", 1.0),
+    ("Canada", "United States", 0.0),
+    ("12 and 14", "12", 0.0),        # two numbers are not one number
+    ("about 40", "40", 1.0),
+    ("0.45", "45%", 0.0),            # fraction vs percent: off by default
+]
+
+
+@pytest.mark.parametrize(("prediction", "reference", "expected"), RELAXED_CASES)
+def test_relaxed_numeric_table(prediction, reference, expected):
+    judge = vista.make_judge("relaxed_numeric")
+    assert judge(prediction, reference).score == expected, (prediction, reference)
+
+
+def test_relaxed_numeric_options():
+    assert vista.make_judge("relaxed_numeric", tolerance=0.10)("13.1", "12").score == 1.0
+    assert vista.make_judge("relaxed_numeric", exact_years=False)("2018", "2019").score == 1.0
+    assert vista.make_judge("relaxed_numeric", percent_as_fraction=True)("0.45", "45%").score == 1.0
+    assert vista.make_judge("relaxed_numeric", absolute_tolerance=0.1)("0.05", "0").score == 1.0
+    # list references (ChartQA parquet labels are lists)
+    assert vista.make_judge("relaxed_numeric")("7", ["6", "7"]).score == 1.0
+    with pytest.raises(ValueError):
+        vista.make_judge("relaxed_numeric", tolerance=-1)
+
+
+def test_parse_number_details():
+    parsed = parse_number("$1,234.50")
+    assert parsed is not None and parsed.value == 1234.5
+    assert parse_number("45%").percent
+    assert parse_number("seven") is None
+    assert parse_number("x" * 10_000) is None
+
+
+CHOICES = ["cat", "dog", "a red bird", "Paris"]
+MC_CASES = [
+    ("B", "B", 1.0), ("(b)", "B", 1.0), ("B. dog", "B", 1.0), ("dog", "B", 1.0),
+    ("Answer: B", 1, 1.0), ("The answer is (B).", "dog", 1.0), ("It is a dog.", "B", 1.0),
+    ("A", "B", 0.0), ("cat", "B", 0.0), ("cat or dog", "B", 0.0), ("E", "B", 0.0), ("", "B", 0.0),
+    ("red bird", "C", 1.0), ("D", "Paris", 1.0),
+]
+
+
+@pytest.mark.parametrize(("prediction", "reference", "expected"), MC_CASES)
+def test_multiple_choice_table(prediction, reference, expected):
+    judge = vista.make_judge("multiple_choice")
+    assert judge(prediction, reference, choices=CHOICES).score == expected, prediction
+
+
+MATH_CASES = [
+    ("\\frac{1}{2}", "0.5", 1.0), ("1/2", "\\frac{1}{2}", 1.0), ("x = 3", "3", 1.0),
+    ("The answer is \\boxed{12}", "12", 1.0), ("2\\sqrt{3}", "\\sqrt{12}", 1.0),
+    ("13", "12", 0.0), ("no idea", "12", 0.0), ("\\frac{1}{3}", "0.5", 0.0),
+]
+
+
+@pytest.mark.parametrize(("prediction", "reference", "expected"), MATH_CASES)
+def test_math_table(prediction, reference, expected):
+    assert vista.make_judge("math")(prediction, reference).score == expected, prediction
+
+
+def test_math_judge_works_off_the_main_thread():
+    from concurrent.futures import ThreadPoolExecutor
+
+    judge = vista.make_judge("math")
+    with ThreadPoolExecutor(1) as pool:
+        assert pool.submit(judge, "\\frac{2}{4}", "0.5").result().score == 1.0
+
+
+def test_iou_and_point_in_box():
+    iou = vista.make_judge("iou")
+    assert iou([0, 0, 10, 10], [0, 0, 10, 10]).score == 1.0
+    assert iou("(0, 0, 10, 10)", [0, 0, 10, 20]).score == 1.0          # IoU 0.5
+    assert iou([0, 0, 10, 10], [5, 5, 15, 15]).score == 0.0            # IoU 1/7
+    continuous = vista.make_judge("iou", mode="continuous")
+    assert continuous([0, 0, 10, 10], [5, 5, 15, 15]).score == pytest.approx(25 / 175)
+    pib = vista.make_judge("point_in_box")
+    assert pib("(5, 5)", [0, 0, 10, 10]).score == 1.0
+    assert pib([11, 5], [0, 0, 10, 10]).score == 0.0
+    assert vista.make_judge("point_in_box", margin=2)([11, 5], [0, 0, 10, 10]).score == 1.0
+    assert pib([3, 3], [0, 0, 10, 10], scale=3.0).score == 1.0 and pib([4, 4], [0, 0, 10, 10], scale=3.0).score == 0.0
+
+
+@pytest.mark.parametrize(("judge_id", "reference", "wrong", "context"), [
+    ("relaxed_numeric", "42.5", ["50", "2019", "forty", "4"], {}),
+    ("relaxed_numeric", "2019", ["2018", "2020"], {}),
+    ("multiple_choice", "C", ["A", "B", "D", "dog"], {"choices": CHOICES}),
+    ("math", "\\frac{3}{4}", ["0.7", "3/5"], {}),
+    ("iou", [10, 10, 50, 50], [[60, 60, 90, 90], "(0, 0, 5, 5)"], {}),
+    ("point_in_box", [10, 10, 50, 50], [[60, 60], "(0, 0)"], {}),
+])
+def test_conformance(judge_id, reference, wrong, context):
+    correct = {"iou": [10, 10, 50, 50], "point_in_box": "(20, 30)"}.get(judge_id)
+    check_judge(vista.make_judge(judge_id), reference, wrong, correct=correct, context=context)
+
+
+def test_items_come_from_this_distribution():
+    for judge_id in ("relaxed_numeric", "multiple_choice", "math", "iou", "point_in_box"):
+        assert vista.host().spec("judges", judge_id).distribution == "vista-plugin-judges"

@@ -1,0 +1,22 @@
+"""Rule judges for visual QA.  Import-light: each judge's module loads only when the judge is made
+(``math`` pulls in sympy through math-verify, which costs a second)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import vista
+
+
+@vista.hookimpl
+def register_judges(register: Any) -> None:
+    register("relaxed_numeric", "vista_plugin_judges.numeric:RelaxedNumericJudge",
+             description="ChartQA relaxed accuracy: numbers within a relative tolerance (5%), else exact")
+    register("multiple_choice", "vista_plugin_judges.choice:MultipleChoiceJudge",
+             description="Multiple choice: the option letter, index or text picks the right option")
+    register("math", "vista_plugin_judges.math_judge:MathJudge",
+             description="Mathematical equivalence with math-verify (LaTeX, fractions, expressions)")
+    register("iou", "vista_plugin_judges.boxes:IoUJudge",
+             description="Box IoU against a reference box (thresholded or continuous)")
+    register("point_in_box", "vista_plugin_judges.boxes:PointInBoxJudge",
+             description="1 if a predicted (x, y) point falls inside the reference box")

@@ -1,0 +1,66 @@
+"""Mathematical equivalence through math-verify: "\\frac{1}{2}", "0.5" and "1/2" are one answer,
+"x = 3" matches "3", and \\boxed{} answers are extracted.
+
+math-verify guards parsing and comparison with ``signal.alarm`` timeouts, which only work in the
+main thread; elsewhere (rollout worker threads) they are switched off and the input length cap is
+what bounds the cost.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from vista.judge import Judge, JudgeResult
+
+MAX_PREDICTION_CHARS = 2000  # final answers sit at the end; a megabyte of text must stay cheap
+
+
+def _as_latex(text: str, bare_text_too: bool = False) -> str:
+    """Wrap bare LaTeX ("2\\sqrt{3}") in $...$ so math-verify reads it as LaTeX, not as text."""
+    if any(marker in text for marker in ("$", "\\boxed", "\\(", "\\[")):
+        return text
+    return f"${text}$" if ("\\" in text or bare_text_too) else text
+
+
+class MathJudge(Judge):
+    name = "math"
+
+    def __init__(self, timeout_seconds: int = 5, float_rounding: int = 6) -> None:
+        self.timeout_seconds = timeout_seconds
+        self.float_rounding = float_rounding
+
+    def _timeout(self) -> int | None:
+        return self.timeout_seconds if threading.current_thread() is threading.main_thread() else None
+
+    def score(self, prediction: Any, reference: Any, **context: Any) -> JudgeResult:
+        from math_verify import parse, verify
+
+        if prediction is None or isinstance(prediction, (dict, list)):
+            return JudgeResult(0.0, {"reason": "prediction is not text"})
+        text = str(prediction)
+        if isinstance(prediction, float) and prediction != prediction:  # NaN
+            return JudgeResult(0.0, {"reason": "prediction is NaN"})
+        text = text[-MAX_PREDICTION_CHARS:].strip()
+        if not text:
+            return JudgeResult(0.0, {"reason": "empty prediction"})
+        timeout = self._timeout()
+        references = list(reference) if isinstance(reference, (list, tuple)) else [reference]
+        try:
+            parsed_prediction = parse(_as_latex(text), parsing_timeout=timeout)  # type: ignore[arg-type]
+        except Exception as exc:  # noqa: BLE001 - math-verify can raise on odd LaTeX
+            return JudgeResult(0.0, {"reason": f"could not parse: {type(exc).__name__}"})
+        if not parsed_prediction:
+            return JudgeResult(0.0, {"reason": "no mathematical answer found"})
+        for ref in references:
+            ref_text = str(ref)
+            try:
+                gold = parse(_as_latex(ref_text, bare_text_too=True), parsing_timeout=timeout)  # type: ignore[arg-type]
+                if not gold:
+                    gold = parse(ref_text, parsing_timeout=timeout)  # type: ignore[arg-type]
+                if gold and verify(gold, parsed_prediction, float_rounding=self.float_rounding,
+                                   timeout_seconds=timeout):
+                    return JudgeResult(1.0, {"parsed": [str(p) for p in parsed_prediction], "reference": ref})
+            except Exception:  # noqa: BLE001, S112 - a reference math-verify cannot read just fails
+                continue
+        return JudgeResult(0.0, {"parsed": [str(p) for p in parsed_prediction]})
