@@ -1,0 +1,220 @@
+"""The env server over real HTTP on 127.0.0.1: batched API, RemoteEnv, and every kind of bad request."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+from vista_plugin_envserver.app import ServerSettings, create_app
+from vista_plugin_envserver.client import EnvServerClient, EnvServerError, ItemError, RemoteEnv
+from vista_plugin_envserver.codec import CONTENT_TYPE, pack, unpack
+from vista_plugin_envserver.server import BackgroundServer
+
+import vista
+from vista import Env, Observation, StepResult
+from vista_sdk.checks import check_env, observation_fingerprint
+
+ENV_ID = "oddshape/odd-colour-v0"
+TOKEN = "s3cret-token"
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[BackgroundServer]:
+    settings = ServerSettings(env_ids=[ENV_ID], env_config={ENV_ID: {"grid": 3, "cell_size": 24}},
+                              max_sessions=64, max_body_bytes=64 * 1024, max_batch=32)
+    with BackgroundServer(settings) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def token_server() -> Iterator[BackgroundServer]:
+    with BackgroundServer(ServerSettings(env_ids=[ENV_ID], token=TOKEN)) as running:
+        yield running
+
+
+def _post(server: BackgroundServer, path: str, content: bytes, headers: dict[str, str] | None = None) -> httpx.Response:
+    return httpx.post(server.url + path, content=content,
+                      headers={"content-type": CONTENT_TYPE, **(headers or {})}, timeout=10)
+
+
+def _healthy(server: BackgroundServer) -> bool:
+    return httpx.get(server.url + "/health", timeout=5).json()["status"] == "ok"
+
+
+def test_batched_reset_and_step_match_local_envs(server: BackgroundServer) -> None:
+    client = EnvServerClient(server.url)
+    sessions = client.create(4)
+    seeds = [3, 4, 5, 6]
+    resets = client.reset([(s.id, seed) for s, seed in zip(sessions, seeds, strict=True)])
+    local = vista.make_env(ENV_ID, grid=3, cell_size=24)
+    for (observation, info), seed in zip(resets, seeds, strict=True):  # type: ignore[misc]
+        expected, expected_info = local.reset(seed=seed)
+        assert observation_fingerprint(observation) == observation_fingerprint(expected)
+        assert info == expected_info
+    answers = [f"<think>x</think><answer>{info['answer']}</answer>" for _, info in resets]  # type: ignore[misc]
+    answers[1] = "no tags at all"
+    steps = client.step([(s.id, a) for s, a in zip(sessions, answers, strict=True)])
+    assert [r.reward for r in steps] == [1.0, 0.0, 1.0, 1.0]  # type: ignore[union-attr]
+    assert steps[1].info["format_ok"] is False  # type: ignore[union-attr]
+    assert client.close_sessions([s.id for s in sessions]) == 4
+    assert client.close_sessions([s.id for s in sessions]) == 0  # idempotent
+
+
+def test_remote_env_passes_check_env(server: BackgroundServer) -> None:
+    # through the registry, exactly as a rollout would make it; includes the cross-process check
+    check_env("remote", {"url": server.url, "env": ENV_ID})
+
+
+def test_remote_env_is_a_vista_env_with_prompt_and_oracle(server: BackgroundServer) -> None:
+    with vista.make_env("remote", url=server.url) as env:
+        assert isinstance(env, Env)
+        assert "grid of shapes" in env.system_prompt()
+        observation, info = env.reset(seed=11)
+        assert len(observation.images) == 1
+        oracle = env.oracle_response()
+        assert oracle is not None and str(info["answer"]) in oracle
+        result = env.step(oracle)
+        assert result.reward == 1.0 and result.terminated
+
+
+def test_unknown_session_is_404_and_changes_nothing(server: BackgroundServer) -> None:
+    client = EnvServerClient(server.url)
+    good = client.create(1)[0]
+    client.reset([(good.id, 1)])
+    with pytest.raises(EnvServerError) as caught:
+        client.step([(good.id, "<answer>1</answer>"), ("nope", "<answer>1</answer>")])
+    assert caught.value.status == 404 and "unknown session 'nope'" in caught.value.message
+    # the valid session in the rejected batch did not move: its episode is still open
+    result = client.step([(good.id, "<think>t</think><answer>1</answer>")])[0]
+    assert isinstance(result, StepResult) and "episode is over" not in result.observation.text
+    client.close_sessions([good.id])
+
+
+@pytest.mark.parametrize(("body", "status", "words"), [
+    (b"\xc1\xc1 not msgpack", 400, "malformed body"),
+    (pack([1, 2, 3]), 400, "expected a map"),
+    (pack({"items": [{"session": 5}]}), 422, "items.0.session"),
+    (pack({"items": [], "surprise": 1}), 422, "surprise"),
+    (pack({"items": [{"session": "a", "action": "x"}] * 33}), 413, "batch of 33"),
+    (b"\x00" * (65 * 1024), 413, "exceeds the limit"),
+])
+def test_bad_bodies_get_clear_errors(server: BackgroundServer, body: bytes, status: int, words: str) -> None:
+    response = _post(server, "/step", body)
+    assert response.status_code == status
+    assert words in response.json()["error"]
+    assert _healthy(server)
+
+
+def test_oversized_chunked_body_without_content_length(server: BackgroundServer) -> None:
+    def chunks() -> Any:
+        for _ in range(100):
+            yield b"\x00" * 1024
+
+    response = httpx.post(server.url + "/step", content=chunks(), headers={"content-type": CONTENT_TYPE}, timeout=10)
+    assert response.status_code == 413
+    assert _healthy(server)
+
+
+def test_json_bodies_are_accepted_for_debugging(server: BackgroundServer) -> None:
+    response = httpx.post(server.url + "/sessions", json={"count": 1}, timeout=10)
+    assert response.status_code == 200
+    session_id = unpack(response.content)["sessions"][0]["id"]
+    assert EnvServerClient(server.url).close_sessions([session_id]) == 1
+
+
+def test_token_auth(token_server: BackgroundServer) -> None:
+    for headers, words in (({}, "missing bearer token"), ({"authorization": "Bearer wrong"}, "wrong bearer token"),
+                           ({"authorization": "Basic abc"}, "missing bearer token")):
+        response = _post(token_server, "/sessions", pack({"count": 1}), headers)
+        assert response.status_code == 401 and words in response.json()["error"]
+        assert response.headers["www-authenticate"] == "Bearer"
+    with pytest.raises(EnvServerError) as caught:
+        RemoteEnv(token_server.url, token="wrong")
+    assert caught.value.status == 401
+    with RemoteEnv(token_server.url, token=TOKEN) as env:
+        observation, _ = env.reset(seed=0)
+        assert observation.images
+    assert _healthy(token_server)  # /health stays open for probes
+
+
+def test_token_from_environment(token_server: BackgroundServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("VISTA_ENV_SERVER_TOKEN", TOKEN)
+    with RemoteEnv(token_server.url) as env:
+        env.reset(seed=1)
+
+
+def test_bad_env_config_and_unknown_env_id(server: BackgroundServer) -> None:
+    client = EnvServerClient(server.url)
+    with pytest.raises(EnvServerError) as caught:
+        client.create(1, config={"grid": 99})
+    assert caught.value.status == 400 and "grid" in caught.value.message
+    with pytest.raises(EnvServerError) as caught:
+        client.create(1, env_id="other/env-v0")
+    assert caught.value.status == 404 and ENV_ID in caught.value.message
+    assert _healthy(server)
+
+
+def test_session_cap() -> None:
+    with BackgroundServer(ServerSettings(env_ids=[ENV_ID], max_sessions=3)) as server:
+        client = EnvServerClient(server.url)
+        sessions = client.create(2)
+        with pytest.raises(EnvServerError) as caught:
+            client.create(2)
+        assert caught.value.status == 429 and "session cap" in caught.value.message
+        client.close_sessions([sessions[0].id])
+        assert len(client.create(2)) == 2  # room again after closing
+
+
+def test_idle_sessions_expire() -> None:
+    with BackgroundServer(ServerSettings(env_ids=[ENV_ID], idle_timeout_s=0.2)) as server:
+        client = EnvServerClient(server.url)
+        idle, busy = client.create(2)
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            client.reset([(busy.id, 0)])  # keeps the busy session alive
+            time.sleep(0.05)
+        with pytest.raises(EnvServerError) as caught:
+            client.reset([(idle.id, 0)])
+        assert caught.value.status == 404 and "expired" in caught.value.message
+        assert isinstance(client.reset([(busy.id, 0)])[0], tuple)
+        assert client.health()["sessions"]["expired"] == 1
+
+
+class _CrashingEnv(Env):
+    """Raises on step (a buggy env): the server must report it per item and keep serving."""
+
+    def reset(self, seed: int | None = None) -> tuple[Observation, dict[str, Any]]:
+        return Observation("ready"), {}
+
+    def step(self, action: str) -> StepResult:
+        if action == "boom":
+            raise RuntimeError("kaboom")
+        return StepResult(Observation("fine"), 1.0, False, False)
+
+
+def test_crashing_env_fails_only_its_item() -> None:
+    settings = ServerSettings(env_ids=["test/crash-v0"])
+    app = create_app(settings, make_env=lambda _id, _config: _CrashingEnv())
+    with BackgroundServer(settings, app=app) as server:
+        client = EnvServerClient(server.url)
+        a, b = client.create(2)
+        results = client.step([(a.id, "boom"), (b.id, "ok")])
+        assert isinstance(results[0], ItemError) and "kaboom" in results[0].message
+        assert isinstance(results[1], StepResult) and results[1].reward == 1.0
+        env = RemoteEnv(server.url)
+        result = env.step("boom")  # never raises out of an Env
+        assert result.truncated and "kaboom" in result.info["env_error"]
+        assert env.step("ok").reward == 1.0
+
+
+def test_remote_env_step_survives_a_dead_server() -> None:
+    server = BackgroundServer(ServerSettings(env_ids=[ENV_ID])).start()
+    env = RemoteEnv(server.url, timeout_s=2)
+    env.reset(seed=0)
+    server.stop()
+    result = env.step("<answer>1</answer>")
+    assert result.truncated and "unreachable" in result.info["env_error"]
+    env.close()  # quiet even though the server is gone

@@ -1,0 +1,26 @@
+"""The environment server: host any registered env over HTTP and use it remotely as a vista Env.
+
+Kept import-light: FastAPI, uvicorn and httpx load only when the server starts or a remote env is made.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import vista
+
+
+@vista.hookimpl
+def register_envs(register: Any) -> None:
+    register(
+        "remote",
+        "vista_plugin_envserver.client:RemoteEnv",
+        description="An env hosted by `vista env-server`: remote(url=..., env=..., token=..., config={...}).",
+    )
+
+
+@vista.hookimpl
+def register_commands(cli: Any) -> None:
+    from vista_plugin_envserver.cli import env_server_command
+
+    cli.add_command(env_server_command)

@@ -1,0 +1,306 @@
+"""The HTTP API of the env server (FastAPI).
+
+Routes (bodies and responses are msgpack, see ``codec``; errors are JSON ``{"error": ...}``):
+
+- ``GET /health``: liveness, hosted env ids, session statistics (no auth, for probes).
+- ``POST /sessions`` ``{env_id?, config?, count?}`` -> ``{sessions: [{id, env_id, system_prompt, tools}]}``
+- ``POST /reset`` ``{items: [{session, seed}], image_encoding?}`` -> ``{results: [...]}``
+- ``POST /step`` ``{items: [{session, action}], image_encoding?}`` -> ``{results: [...]}``
+- ``POST /oracle`` ``{sessions: [...]}`` -> ``{results: [str | None]}``
+- ``POST /close`` ``{sessions: [...]}`` -> ``{closed: n}``
+
+Reset and step are batched: one request moves many sessions, which is what makes the server fast
+(HTTP and event-loop overhead is paid once per batch, not once per env).  Every session id in a
+batch is checked before anything runs, so a bad id changes nothing; an env that raises fails only
+its own item (``{"ok": false, "error": ...}``), never the batch or the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+import vista
+from vista.env import Env
+from vista_plugin_envserver.codec import (
+    CONTENT_TYPE,
+    CodecError,
+    ImageEncoding,
+    encode_observation,
+    encode_step,
+    pack,
+    unpack,
+)
+from vista_plugin_envserver.sessions import Session, SessionError, SessionManager
+
+
+@dataclass
+class ServerSettings:
+    """Everything ``vista env-server`` can set."""
+
+    env_ids: list[str]
+    env_config: dict[str, dict[str, Any]] = field(default_factory=dict)
+    token: str | None = None
+    max_sessions: int = 1024
+    idle_timeout_s: float = 600.0
+    max_body_bytes: int = 8 * 1024 * 1024
+    max_batch: int = 1024
+    allow_client_config: bool = True
+    threads: int = 4
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CreateBody(_Body):
+    env_id: str | None = None
+    config: dict[str, Any] = Field(default_factory=dict)
+    count: int = Field(1, ge=1)
+
+
+class ResetItem(_Body):
+    session: str
+    seed: int | None = None
+
+
+class StepItem(_Body):
+    session: str
+    action: str
+
+
+class ResetBody(_Body):
+    items: list[ResetItem]
+    image_encoding: ImageEncoding = "raw"
+
+
+class StepBody(_Body):
+    items: list[StepItem]
+    image_encoding: ImageEncoding = "raw"
+
+
+class SessionsBody(_Body):
+    sessions: list[str]
+
+
+class HTTPError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _error_response(status: int, message: str) -> JSONResponse:
+    headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
+    return JSONResponse({"error": message, "status": status}, status_code=status, headers=headers)
+
+
+def _default_env_factory(settings: ServerSettings) -> Callable[[str, dict[str, Any]], Env]:
+    def make(env_id: str, config: dict[str, Any]) -> Env:
+        return vista.make_env(env_id, **{**settings.env_config.get(env_id, {}), **config})
+
+    return make
+
+
+def create_app(settings: ServerSettings, make_env: Callable[[str, dict[str, Any]], Env] | None = None) -> FastAPI:
+    """Build the app; ``make_env`` defaults to the plugin registry (tests may pass a factory)."""
+    if not settings.env_ids:
+        raise ValueError("the env server needs at least one env id to host")
+    sessions = SessionManager(
+        make_env or _default_env_factory(settings),
+        max_sessions=settings.max_sessions,
+        idle_timeout_s=settings.idle_timeout_s,
+    )
+    executor = ThreadPoolExecutor(max_workers=settings.threads, thread_name_prefix="vista-env")
+
+    async def reaper() -> None:
+        interval = max(0.05, min(settings.idle_timeout_s / 4, 5.0))
+        while True:
+            await asyncio.sleep(interval)
+            await asyncio.get_running_loop().run_in_executor(executor, sessions.expire_idle)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        task = asyncio.create_task(reaper())
+        try:
+            yield
+        finally:
+            task.cancel()
+            sessions.close_all()
+            executor.shutdown(wait=False, cancel_futures=True)
+
+    app = FastAPI(title="VISTA env server", lifespan=lifespan)
+    app.state.sessions = sessions
+    app.state.settings = settings
+
+    async def run(fn: Callable[[], Any]) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(executor, fn)
+
+    def check_token(request: Request) -> None:
+        if settings.token is None:
+            return
+        header = request.headers.get("authorization", "")
+        scheme, _, presented = header.partition(" ")
+        if scheme.lower() != "bearer" or not presented:
+            raise HTTPError(401, "missing bearer token: send 'Authorization: Bearer <token>'")
+        if not hmac.compare_digest(presented.strip().encode(), settings.token.encode()):
+            raise HTTPError(401, "wrong bearer token")
+
+    async def read_body(request: Request, model: type[BaseModel]) -> Any:
+        check_token(request)
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > settings.max_body_bytes:
+            raise HTTPError(413, f"body of {declared} bytes exceeds the limit of {settings.max_body_bytes}")
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > settings.max_body_bytes:
+                raise HTTPError(413, f"body exceeds the limit of {settings.max_body_bytes} bytes")
+            chunks.append(chunk)
+        body = b"".join(chunks)
+        content_type = request.headers.get("content-type", CONTENT_TYPE).split(";")[0].strip()
+        try:
+            if content_type == "application/json":
+                data = json.loads(body or b"{}")
+            else:
+                data = unpack(body) if body else {}
+        except (CodecError, ValueError) as exc:
+            raise HTTPError(400, f"malformed body: {exc}") from None
+        if not isinstance(data, dict):
+            raise HTTPError(400, f"malformed body: expected a map at the top level, got {type(data).__name__}")
+        try:
+            parsed = model.model_validate(data)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or '(body)'}: {err['msg']}" for err in exc.errors()
+            )
+            raise HTTPError(422, f"invalid request: {problems}") from None
+        items = getattr(parsed, "items", None) or getattr(parsed, "sessions", None) or []
+        if len(items) > settings.max_batch:
+            raise HTTPError(413, f"batch of {len(items)} exceeds the limit of {settings.max_batch} items")
+        return parsed
+
+    def lookup(ids: list[str]) -> list[Session]:
+        found: list[Session] = []
+        problems: list[str] = []
+        for session_id in ids:
+            try:
+                found.append(sessions.get(session_id))
+            except SessionError as exc:
+                problems.append(str(exc))
+        if problems:
+            raise HTTPError(404, "; ".join(problems[:5]) + (f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""))
+        return found
+
+    def reply(message: Any) -> Response:
+        return Response(content=pack(message), media_type=CONTENT_TYPE)
+
+    @app.exception_handler(HTTPError)
+    async def _http_error(_request: Request, exc: HTTPError) -> JSONResponse:
+        return _error_response(exc.status, exc.message)
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
+        return _error_response(500, f"internal error: {type(exc).__name__}: {exc}")
+
+    @app.get("/health")
+    async def health() -> JSONResponse:
+        return JSONResponse({"status": "ok", "envs": settings.env_ids, "sessions": sessions.stats(),
+                             "auth": settings.token is not None})
+
+    @app.post("/sessions")
+    async def create_sessions(request: Request) -> Response:
+        body: CreateBody = await read_body(request, CreateBody)
+        env_id = body.env_id or settings.env_ids[0]
+        if env_id not in settings.env_ids:
+            raise HTTPError(404, f"this server hosts {', '.join(settings.env_ids)}, not {env_id!r}")
+        if body.config and not settings.allow_client_config:
+            raise HTTPError(403, "this server does not accept per-session env config")
+
+        def create() -> list[dict[str, Any]]:
+            made = sessions.create(env_id, body.config, body.count)
+            return [{"id": s.id, "env_id": s.env_id, "system_prompt": s.env.system_prompt(),
+                     "tools": list(s.env.tools)} for s in made]
+
+        try:
+            created = await run(create)
+        except SessionError as exc:
+            raise HTTPError(exc.status, str(exc)) from None
+        except Exception as exc:  # noqa: BLE001 - a bad config must not crash the server
+            raise HTTPError(400, f"could not create env {env_id!r} with config {body.config}: "
+                                 f"{type(exc).__name__}: {exc}") from None
+        return reply({"sessions": created})
+
+    @app.post("/reset")
+    async def reset(request: Request) -> Response:
+        body: ResetBody = await read_body(request, ResetBody)
+        targets = lookup([item.session for item in body.items])
+
+        def work() -> list[dict[str, Any]]:
+            out = []
+            for session, item in zip(targets, body.items, strict=True):
+                with session.lock:
+                    try:
+                        observation, info = session.env.reset(seed=item.seed)
+                        session.episodes += 1
+                        out.append({"ok": True, "observation": encode_observation(observation, body.image_encoding),
+                                    "info": info})
+                    except Exception as exc:  # noqa: BLE001
+                        out.append({"ok": False, "error": f"reset raised {type(exc).__name__}: {exc}"})
+            return out
+
+        return reply({"results": await run(work)})
+
+    @app.post("/step")
+    async def step(request: Request) -> Response:
+        body: StepBody = await read_body(request, StepBody)
+        targets = lookup([item.session for item in body.items])
+
+        def work() -> list[dict[str, Any]]:
+            out = []
+            for session, item in zip(targets, body.items, strict=True):
+                with session.lock:
+                    try:
+                        result = session.env.step(item.action)
+                        session.steps += 1
+                        out.append({"ok": True, **encode_step(result, body.image_encoding)})
+                    except Exception as exc:  # noqa: BLE001
+                        out.append({"ok": False, "error": f"step raised {type(exc).__name__}: {exc}"})
+            return out
+
+        return reply({"results": await run(work)})
+
+    @app.post("/oracle")
+    async def oracle(request: Request) -> Response:
+        body: SessionsBody = await read_body(request, SessionsBody)
+        targets = lookup(body.sessions)
+
+        def work() -> list[str | None]:
+            out: list[str | None] = []
+            for session in targets:
+                with session.lock:
+                    try:
+                        out.append(session.env.oracle_response())
+                    except Exception:  # noqa: BLE001
+                        out.append(None)
+            return out
+
+        return reply({"results": await run(work)})
+
+    @app.post("/close")
+    async def close(request: Request) -> Response:
+        body: SessionsBody = await read_body(request, SessionsBody)
+        return reply({"closed": await run(lambda: sessions.close(body.sessions))})
+
+    return app

@@ -1,0 +1,65 @@
+"""``vista env-server``: host registered envs over HTTP."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from vista.config import apply_overrides
+from vista.errors import ConfigError
+from vista_plugin_envserver.client import TOKEN_ENV_VAR
+
+
+@click.command("env-server")
+@click.option("--env", "env_ids", multiple=True, required=True,
+              help="Registered env id to host (repeat to host several; the first is the default).")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Interface to bind. Anything but loopback exposes the envs to the network: use --token.")
+@click.option("--port", default=8765, show_default=True, type=int)
+@click.option("--token", default=None, help=f"Require 'Authorization: Bearer TOKEN' (default: ${TOKEN_ENV_VAR}).")
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Default env config for every session, e.g. --set render_mode=vision.")
+@click.option("--max-sessions", default=1024, show_default=True, type=click.IntRange(1))
+@click.option("--idle-timeout", default=600.0, show_default=True, type=click.FloatRange(min=0.1),
+              help="Seconds after which an unused session is closed.")
+@click.option("--max-body-mb", default=8.0, show_default=True, type=click.FloatRange(min=0.001))
+@click.option("--max-batch", default=1024, show_default=True, type=click.IntRange(1),
+              help="Most sessions one reset/step request may move.")
+@click.option("--threads", default=4, show_default=True, type=click.IntRange(1),
+              help="Worker threads that run env calls (the event loop never blocks on an env).")
+@click.option("--no-client-config", is_flag=True, help="Refuse per-session env config from clients.")
+def env_server_command(env_ids: tuple[str, ...], host: str, port: int, token: str | None,
+                       overrides: tuple[str, ...], max_sessions: int, idle_timeout: float, max_body_mb: float,
+                       max_batch: int, threads: int, no_client_config: bool) -> None:
+    """Serve many sessions of registered envs: batched reset/step, binary images, optional auth."""
+    import vista
+    from vista_plugin_envserver.app import ServerSettings
+    from vista_plugin_envserver.server import serve
+
+    for env_id in env_ids:
+        vista.host().spec("envs", env_id)  # unknown ids fail now, with suggestions, not on first use
+    try:
+        defaults = apply_overrides({}, overrides)
+    except ConfigError as exc:
+        raise click.BadParameter(str(exc), param_hint="--set") from None
+    token = token or os.environ.get(TOKEN_ENV_VAR) or None
+    if host not in {"127.0.0.1", "localhost", "::1"} and token is None:
+        click.secho(f"warning: serving on {host} without --token: anyone who can reach this port can run the "
+                    "envs", fg="yellow", err=True)
+    settings = ServerSettings(
+        env_ids=list(env_ids),
+        env_config={env_id: defaults for env_id in env_ids},
+        token=token,
+        max_sessions=max_sessions,
+        idle_timeout_s=idle_timeout,
+        max_body_bytes=int(max_body_mb * 1024 * 1024),
+        max_batch=max_batch,
+        allow_client_config=not no_client_config,
+        threads=threads,
+    )
+    click.echo(f"vista env-server: {', '.join(env_ids)} on http://{host}:{port}"
+               f"{' (bearer token required)' if token else ''}", err=True)
+    sys.stderr.flush()
+    serve(settings, host=host, port=port)
