@@ -7,7 +7,9 @@ methods) for the duration of one test, datasette-style, and removes it and its i
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -44,3 +46,15 @@ def vista_plugin(vista_host: PluginHost) -> Iterator[RegisterPlugin]:
     yield register
     for plugin_name in names:
         vista_host.unregister(plugin_name)
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(request: pytest.FixtureRequest) -> Path:
+    """A tiny random Qwen2.5-VL model directory (seed 0), built once and cached under
+    ``$VISTA_CACHE/vista-tiny`` or ``<rootdir>/.cache/vista-tiny``.  Skips the test when the
+    ``models`` extra (transformers, tokenizers) is not installed."""
+    pytest.importorskip("transformers", reason="tiny models need vista-sdk[models] (transformers)")
+    from vista_sdk.tiny_models import cached_tiny_model
+
+    cache = None if os.environ.get("VISTA_CACHE") else request.config.rootpath / ".cache" / "vista-tiny"
+    return cached_tiny_model(seed=0, cache_dir=cache)
