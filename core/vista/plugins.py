@@ -38,6 +38,8 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "vista.builtin.judges",
     "vista.builtin.models",
     "vista.builtin.commands",
+    "vista.builtin.estimators",
+    "vista.builtin.engines",
 )
 
 #: kind -> (hook name, whether ``make`` instantiates the target)

@@ -1,0 +1,135 @@
+"""Reverse linear scans over masked token positions, without a Python loop over tokens.
+
+Every GAE-style estimator is one recursion over a row's *step* positions ``p_1 < ... < p_n`` (the
+tokens the recursion visits; observation tokens are skipped by leaving them out of ``steps``)::
+
+    A[p_i] = delta[p_i] + coef * A[p_{i+1}]      (0 past the last step, or if p_i is a reset)
+
+Unrolled, ``A[p_i] = sum_{j >= i, same segment} coef**(j - i) * delta[p_j]``, where a reset ends a
+segment.  With ``k`` the running count of steps, ``coef**(j - i) = coef**k_j / coef**k_i``: one
+reverse cumulative sum of ``coef**k_j * delta[p_j]``, minus the part beyond the segment end, scaled
+by ``coef**-k_i``.  Computed in float64 over position blocks short enough that ``coef**-k`` stays
+far from overflow (for ``coef = 0.95`` one block covers 11,000 tokens; only a small ``coef`` needs
+more than one block, and blocks are chained by carrying the first later step's value).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+#: Largest power of ten that ``coef**-k`` may reach inside one block (float64 tops out near 1e308).
+_MAX_DECADES = 250.0
+
+
+def positions(like: torch.Tensor) -> torch.Tensor:
+    """``[1, tokens]`` long tensor of token positions, on ``like``'s device."""
+    return torch.arange(like.shape[-1], device=like.device).unsqueeze(0)
+
+
+def next_index(flags: torch.Tensor, strict: bool = False) -> torch.Tensor:
+    """For every position, the first position ``j >= i`` (``j > i`` if ``strict``) with a flag.
+
+    Rows without such a position get ``tokens`` (one past the end), so callers can gather from a
+    tensor padded with one extra column.
+    """
+    tokens = flags.shape[-1]
+    marked = torch.where(flags.bool(), positions(flags), tokens)
+    if strict:
+        marked = torch.cat([marked[:, 1:], torch.full_like(marked[:, :1], tokens)], dim=1)
+    return torch.cummin(marked.flip(-1), dim=-1).values.flip(-1)
+
+
+def pad_column(values: torch.Tensor, fill: float = 0.0) -> torch.Tensor:
+    """``values`` with one extra column holding ``fill`` (the target of "no such position")."""
+    return torch.cat([values, torch.full_like(values[:, :1], fill)], dim=1)
+
+
+def block_length(coef: float, tokens: int) -> int:
+    """How many positions one block may span so that ``coef**-steps`` stays finite."""
+    if coef >= 1.0:
+        return max(tokens, 1)
+    return max(1, min(tokens, int(_MAX_DECADES / -math.log10(coef))))
+
+
+def reverse_linear_scan(
+    delta: torch.Tensor,
+    steps: torch.Tensor,
+    coef: float,
+    resets: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Solve ``A[p] = delta[p] + coef * A[next step after p]`` for every step ``p`` of every row.
+
+    ``delta`` is ``[batch, tokens]``; ``steps`` marks the positions the recursion visits (others are
+    skipped and get 0); ``resets`` marks steps whose ``A`` does not look further ahead (e.g. the
+    last token of a turn).  ``coef`` must lie in ``[0, 1]``.  Returns float64.
+    """
+    if not 0.0 <= coef <= 1.0:
+        raise ValueError(f"scan coefficient must lie in [0, 1], got {coef}")
+    if delta.dim() != 2 or delta.shape != steps.shape:
+        raise ValueError(f"delta {tuple(delta.shape)} and steps {tuple(steps.shape)} must be equal 2-D shapes")
+    step_flags = steps.bool()
+    deltas = torch.where(step_flags, delta.to(torch.float64), 0.0)
+    if coef == 0.0:
+        return deltas
+    batch, tokens = deltas.shape
+    reset_flags = None if resets is None else resets.bool() & step_flags
+    next_reset = None if reset_flags is None else next_index(reset_flags)
+    rank = step_flags.cumsum(dim=1)  # steps up to and including each position
+    length = block_length(coef, tokens)
+    result = torch.zeros(batch, tokens + 1, dtype=torch.float64, device=deltas.device)
+    next_step = next_index(step_flags) if length < tokens else None
+    for start in reversed(range(0, tokens, length)):
+        end = min(start + length, tokens)
+        block = _scan_block(deltas, rank, next_reset, coef, start, end)
+        if end < tokens and next_step is not None:
+            block = block + _carry(result, rank, next_step, next_reset, coef, start, end)
+        result[:, start:end] = torch.where(step_flags[:, start:end], block, 0.0)
+    return result[:, :tokens]
+
+
+def _scan_block(
+    deltas: torch.Tensor,
+    rank: torch.Tensor,
+    next_reset: torch.Tensor | None,
+    coef: float,
+    start: int,
+    end: int,
+) -> torch.Tensor:
+    """The recursion restricted to positions ``[start, end)`` (later blocks contribute nothing)."""
+    weighted = deltas[:, start:end]
+    scale = None
+    if coef < 1.0:
+        before = rank[:, start - 1 : start] if start > 0 else torch.zeros_like(rank[:, :1])
+        local_rank = (rank[:, start:end] - before).to(torch.float64)
+        scale = torch.pow(coef, local_rank)
+        weighted = weighted * scale
+    suffix = pad_column(weighted.flip(-1).cumsum(dim=-1).flip(-1))
+    if next_reset is not None:
+        # The segment of position i ends at the first reset at or after i; drop what lies beyond it.
+        beyond = (next_reset[:, start:end] + 1 - start).clamp(max=end - start)
+        segment = suffix[:, :-1] - suffix.gather(1, beyond)
+    else:
+        segment = suffix[:, :-1]
+    return segment if scale is None else segment / scale
+
+
+def _carry(
+    result: torch.Tensor,
+    rank: torch.Tensor,
+    next_step: torch.Tensor,
+    next_reset: torch.Tensor | None,
+    coef: float,
+    start: int,
+    end: int,
+) -> torch.Tensor:
+    """What the first step at or after ``end`` (already solved) adds to positions ``[start, end)``."""
+    head = next_step[:, end : end + 1]  # [batch, 1]; ``tokens`` where no later step exists
+    head_value = result.gather(1, head)
+    head_rank = pad_column(rank, float(rank.shape[1] + 1)).gather(1, head)
+    hops = (head_rank - rank[:, start:end]).to(torch.float64)
+    carried = torch.pow(coef, hops) * head_value
+    if next_reset is not None:
+        carried = torch.where(next_reset[:, start:end] >= head, carried, 0.0)
+    return carried

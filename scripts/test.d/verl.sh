@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# The verl test environment, .venvs/verl: verl pins transformers<5.11, which conflicts with other
+# plugins' pins, so verl gets its own venv with only core and the sdk (no other plugins) installed.
+#
+# Idempotent: a stamp of this script's inputs skips the install when nothing changed.  Then runs
+# every verl test folder that exists (tests/verl, plugins/verl/tests, ...); add folders to
+# VERL_TEST_PATHS below.  Usage:
+#   bash scripts/test.d/verl.sh            # build if needed, run the tests
+#   bash scripts/test.d/verl.sh --setup    # build only (e.g. for benchmarks/estimators.py)
+#   bash scripts/test.d/verl.sh -k gae     # extra arguments go to pytest
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$(pwd)
+VENV=${VISTA_VERL_VENV:-$ROOT/.venvs/verl}
+PY=${PYTHON:-python3}
+# verl 0.9.1 is the tested version; if it ever stops installing, the newest 0.9.x is tried.
+VERL_SPEC=${VISTA_VERL_SPEC:-verl==0.9.1}
+VERL_FALLBACK_SPEC="verl>=0.9,<0.10"
+VERL_TEST_PATHS=(tests/verl plugins/verl/tests)
+
+stamp_inputs() {
+  { cat scripts/test.d/verl.sh pyproject.toml sdk/pyproject.toml; echo "$VERL_SPEC"; } \
+    | sha256sum | cut -c1-16
+}
+STAMP="$VENV/.vista-verl-$(stamp_inputs)"
+
+if [ ! -f "$STAMP" ]; then
+  echo "verl: building $VENV"
+  [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
+  PIP=("$VENV/bin/python" -m pip install -q --disable-pip-version-check)
+  # The CPU torch first so nothing below can pull a CUDA build.
+  "${PIP[@]}" "torch==2.13.0"
+  # verl does not declare cachetools/uvicorn/fastapi, which its agent loop imports.
+  if ! "${PIP[@]}" "$VERL_SPEC" "torch==2.13.0"; then
+    echo "verl: $VERL_SPEC did not install; trying $VERL_FALLBACK_SPEC" >&2
+    "${PIP[@]}" "$VERL_FALLBACK_SPEC" "torch==2.13.0"
+  fi
+  "${PIP[@]}" cachetools uvicorn fastapi "torch==2.13.0"
+  "${PIP[@]}" -e ".[dev]" -e sdk "torch==2.13.0" 2>&1 | grep -v "is ignored: it is neither" || true
+  "$VENV/bin/python" -c "import verl.trainer.ppo.core_algos, vista, vista_sdk" >/dev/null
+  rm -f "$VENV"/.vista-verl-*
+  touch "$STAMP"
+  echo "verl: environment ready ($("$VENV/bin/python" -c 'import verl; print(verl.__version__)'))"
+fi
+
+if [ "${1:-}" = "--setup" ]; then
+  exit 0
+fi
+
+PATHS=()
+for path in "${VERL_TEST_PATHS[@]}"; do
+  [ -d "$path" ] && PATHS+=("$path")
+done
+if [ ${#PATHS[@]} -eq 0 ]; then
+  echo "verl: no test folders found"
+  exit 0
+fi
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+# The main conftest/pytest plugins still load; -p no:cacheprovider keeps the shared cache clean.
+"$VENV/bin/python" -m pytest -p no:cacheprovider "${PATHS[@]}" "$@"
