@@ -1,0 +1,19 @@
+"""Ray env workers: envs that need their own process or machine, used like local envs.
+
+Kept import-light: Ray loads only when a pool or a ``ray`` env is made.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import vista
+
+
+@vista.hookimpl
+def register_envs(register: Any) -> None:
+    register(
+        "ray",
+        "vista_plugin_ray.pool:make_ray_env",
+        description="An env run in a Ray actor: ray(env=ID, config={...}, recovery='replay'|'fail').",
+    )
