@@ -1,0 +1,242 @@
+"""A gymnasium env with a Discrete action space as a VISTA env with named actions.
+
+The model answers ``<answer>Left, Down</answer>``; names map to action indices; frames come from the
+env's own ``rgb_array`` rendering (``ansi`` for text).  Toy-text envs expose their transition table
+``P``, which gives ground-truth goal/hazard cells for ``info`` and a breadth-first oracle.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections import deque
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import Field
+
+from vista_plugin_gymnasium.gamekit import ActionResult, GameConfig, TextGameEnv
+from vista_plugin_gymnasium.relations import describe, relations
+
+#: Action names of well-known envs, in action-index order (from their gymnasium docs).
+KNOWN_ACTIONS: dict[str, tuple[str, ...]] = {
+    "FrozenLake": ("Left", "Down", "Right", "Up"),
+    "FrozenLake8x8": ("Left", "Down", "Right", "Up"),
+    "CliffWalking": ("Up", "Right", "Down", "Left"),
+    "CliffWalkingSlippery": ("Up", "Right", "Down", "Left"),
+    "Taxi": ("South", "North", "East", "West", "Pickup", "Dropoff"),
+}
+KNOWN_RULES: dict[str, str] = {
+    "FrozenLake": "Walk from the start (top left) to the goal without falling into a hole.",
+    "CliffWalking": ("Walk from the start (bottom left) to the goal (bottom right). Each move costs 1; "
+                     "stepping off the cliff along the bottom row costs 100 and sends you back to the start."),
+}
+_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
+_HIGHLIGHTED = re.compile(r"\x1b\[(?:[0-9]+;)*4[0-7]m(.)\x1b\[0m")  # colorize(..., highlight=True)
+SuccessRule = Literal["terminated", "positive_reward", "terminated_positive"]
+
+
+class GymnasiumConfig(GameConfig):
+    gym_id: str = Field(..., description="a gymnasium id, e.g. FrozenLake-v1")
+    gym_kwargs: dict[str, Any] = Field(default_factory=dict, description="passed to gymnasium.make")
+    action_names: list[str] | None = Field(None, description="names in action-index order (default: known "
+                                                              "names, then get_action_meanings())")
+    success_when: SuccessRule = "terminated_positive"
+    format_reward: float = 0.0
+
+
+def _base_name(gym_id: str) -> str:
+    name = gym_id.split("/")[-1].split(":")[-1]
+    return name.rsplit("-v", 1)[0]
+
+
+class GymnasiumEnv(TextGameEnv):
+    """Any Discrete-action gymnasium env; see the module docstring."""
+
+    def __init__(self, **config: Any) -> None:
+        import gymnasium
+
+        parsed = GymnasiumConfig(**config)
+        wants_image = parsed.render_mode in ("vision", "both")
+        self._gym = gymnasium.make(parsed.gym_id, render_mode="rgb_array" if wants_image else "ansi",
+                                   **parsed.gym_kwargs)
+        space = self._gym.action_space
+        if not isinstance(space, gymnasium.spaces.Discrete):
+            self._gym.close()
+            raise ValueError(f"gym_id={parsed.gym_id!r} has action space {space}; only Discrete is supported")
+        self._start = int(space.start)
+        self.action_names = self._names(parsed, int(space.n))
+        self.goal = "finish the episode successfully"
+        super().__init__(parsed)
+        self.config: GymnasiumConfig
+        self._obs: Any = None
+        self._frame: np.ndarray | None = None
+        self._table = getattr(self._gym.unwrapped, "P", None)
+        self._terminal = self._terminal_states()
+
+    def _names(self, config: GymnasiumConfig, n: int) -> tuple[str, ...]:
+        names: list[str] | tuple[str, ...] | None = config.action_names or KNOWN_ACTIONS.get(_base_name(config.gym_id))
+        if names is None and hasattr(self._gym.unwrapped, "get_action_meanings"):
+            names = [str(name) for name in self._gym.unwrapped.get_action_meanings()]
+        names = tuple(names) if names is not None else tuple(f"action_{i}" for i in range(n))
+        if len(names) != n or len({name.lower() for name in names}) != n:
+            raise ValueError(f"action_names must be {n} distinct names for {config.gym_id}, got {list(names)}")
+        return names
+
+    # ------------------------------------------------------------------ transition table
+    def _is_success(self, reward: float, terminated: bool) -> bool:
+        rule = self.config.success_when
+        if rule == "terminated":
+            return terminated
+        if rule == "positive_reward":
+            return reward > 0
+        return terminated and reward > 0
+
+    def _terminal_states(self) -> dict[int, bool]:
+        """state -> whether ending there is a success, from the transition table."""
+        out: dict[int, bool] = {}
+        for transitions in (self._table or {}).values():
+            for outcomes in transitions.values():
+                for probability, nxt, reward, done in outcomes:
+                    if done and probability > 0:
+                        out[int(nxt)] = out.get(int(nxt), False) or self._is_success(float(reward), True)
+        return out
+
+    def _grid_shape(self) -> tuple[int, int] | None:
+        unwrapped = self._gym.unwrapped
+        desc = getattr(unwrapped, "desc", None)
+        if desc is not None:
+            return int(desc.shape[0]), int(desc.shape[1])
+        shape = getattr(unwrapped, "shape", None)
+        if isinstance(shape, tuple) and len(shape) == 2:
+            return int(shape[0]), int(shape[1])
+        return None
+
+    # ------------------------------------------------------------------ game hooks
+    def _new_episode(self, seed: int) -> None:
+        self._obs, _ = self._gym.reset(seed=seed)
+        self._frame = None
+
+    def _apply(self, action: int) -> ActionResult:
+        before = self._obs
+        self._obs, reward, terminated, truncated, _ = self._gym.step(action + self._start)
+        self._frame = None
+        success = self._is_success(float(reward), bool(terminated))
+        effective = not np.array_equal(np.asarray(before), np.asarray(self._obs))
+        return ActionResult(float(reward), effective, bool(terminated) or success, success, bool(truncated))
+
+    def _snapshot(self) -> Any:
+        unwrapped = self._gym.unwrapped
+        return (self._obs, copy.deepcopy({k: v for k, v in vars(unwrapped).items() if k in ("s", "lastaction")}),
+                copy.deepcopy(unwrapped.np_random.bit_generator.state))
+
+    def _restore(self, snapshot: Any) -> None:
+        unwrapped = self._gym.unwrapped
+        self._obs, attributes, rng_state = snapshot
+        for key, value in attributes.items():
+            setattr(unwrapped, key, value)
+        unwrapped.np_random.bit_generator.state = rng_state
+        self._frame = None
+
+    def _image(self) -> np.ndarray:
+        if self._frame is None:
+            self._frame = np.asarray(self._gym.render(), dtype=np.uint8)
+        return self._frame
+
+    def _text_grid(self) -> str:
+        unwrapped = self._gym.unwrapped
+        if self.config.render_mode == "text":
+            text = self._gym.render()
+        elif "ansi" in (unwrapped.metadata or {}).get("render_modes", []):
+            mode = unwrapped.render_mode
+            unwrapped.render_mode = "ansi"  # toy-text envs read the mode at call time
+            try:
+                text = unwrapped.render()
+            finally:
+                unwrapped.render_mode = mode
+        else:
+            text = None
+        if text is None:
+            return f"Observation: {self._obs}"
+        marker = "P" if self._grid_shape() is not None else r"[\1]"
+        return _ANSI_ESCAPE.sub("", _HIGHLIGHTED.sub(marker, str(text))).strip("\n")
+
+    def _position(self) -> tuple[int, int] | None:
+        shape = self._grid_shape()
+        if shape is None or not isinstance(self._obs, (int, np.integer)):
+            return None
+        return divmod(int(self._obs), shape[1])
+
+    def _objects(self) -> list[tuple[str, tuple[int, int]]]:
+        shape = self._grid_shape()
+        if shape is None:
+            return []
+        return [("goal" if success else "hazard", divmod(state, shape[1]))
+                for state, success in sorted(self._terminal.items())]
+
+    def _state(self) -> dict[str, Any]:
+        obs = self._obs.tolist() if isinstance(self._obs, np.ndarray) else self._obs
+        state: dict[str, Any] = {"observation": int(obs) if isinstance(obs, (int, np.integer)) else obs}
+        position = self._position()
+        if position is not None:
+            state["player"] = list(position)
+        return state
+
+    def _relations(self) -> list[dict[str, str]]:
+        position = self._position()
+        return relations(position, self._objects()) if position is not None else []
+
+    def _describe(self) -> str:
+        position = self._position()
+        if position is None:
+            return f"The observation is {self._state()['observation']}."
+        near = [(name, cell) for name, cell in self._objects()
+                if name == "goal" or abs(cell[0] - position[0]) + abs(cell[1] - position[1]) == 1]
+        return f"The player is at row {position[0]}, column {position[1]}. {describe(position, near)}".strip()
+
+    def _rules(self) -> str:
+        rules = KNOWN_RULES.get(_base_name(self.config.gym_id), "Reach a successful end of the episode.")
+        return f"You are playing the gymnasium environment {self.config.gym_id}.\n{rules}"
+
+    def _plan(self) -> list[int] | None:
+        """Breadth-first search over the most likely transitions of ``P`` to a successful end."""
+        if self._table is None or not isinstance(self._obs, (int, np.integer)):
+            return None
+        start = int(self._obs)
+        parents: dict[int, tuple[int, int] | None] = {start: None}
+        queue = deque([start])
+        while queue:
+            state = queue.popleft()
+            for action in range(len(self.action_names)):
+                outcomes = self._table[state][action + self._start]
+                probability, nxt, reward, done = max(outcomes, key=lambda outcome: outcome[0])
+                nxt = int(nxt)
+                if done and self._is_success(float(reward), True):
+                    plan = [action]
+                    while parents[state] is not None:
+                        state, previous_action = parents[state]  # type: ignore[misc]
+                        plan.append(previous_action)
+                    return plan[::-1]
+                if not done and nxt not in parents:
+                    parents[nxt] = (state, action)
+                    queue.append(nxt)
+        return None
+
+    def _oracle_chunk(self) -> int:
+        slippery = bool(self.config.gym_kwargs.get("is_slippery", False))
+        return 1 if slippery else self.config.max_actions_per_step
+
+    def close(self) -> None:
+        super().close()
+        self._gym.close()
+
+
+def make_frozenlake(**config: Any) -> GymnasiumEnv:
+    """gymnasium's FrozenLake-v1 (not slippery by default, as in VAGEN; pass gym_kwargs to change)."""
+    config.setdefault("gym_kwargs", {"is_slippery": False})
+    return GymnasiumEnv(**{"gym_id": "FrozenLake-v1", "success_when": "terminated_positive", **config})
+
+
+def make_cliffwalking(**config: Any) -> GymnasiumEnv:
+    """gymnasium's CliffWalking-v1 (success: reaching the goal, which ends the episode)."""
+    return GymnasiumEnv(**{"gym_id": "CliffWalking-v1", "success_when": "terminated", **config})
