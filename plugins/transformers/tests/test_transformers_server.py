@@ -1,0 +1,125 @@
+"""``vista serve``'s app over real HTTP on 127.0.0.1: OpenAI shapes, token ids, batching, errors."""
+
+from __future__ import annotations
+
+import concurrent.futures
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import httpx
+import pytest
+from PIL import Image
+from vista_plugin_transformers.backend import TransformersBackend
+from vista_plugin_transformers.server import BackgroundServer, create_app
+
+from vista.model import Generation, ModelBackend, SamplingParams
+from vista.observation import Chat, Message, image_to_data_url
+
+
+@pytest.fixture(scope="module")
+def server(backend: TransformersBackend) -> Iterator[BackgroundServer]:
+    with BackgroundServer(create_app(backend, "tiny", batch_window_ms=50.0)) as running:
+        yield running
+
+
+def _image_request(colour: str, **extra: Any) -> dict[str, Any]:
+    url = image_to_data_url(Image.new("RGB", (112, 112), colour))
+    return {
+        "model": "tiny",
+        "messages": [
+            {"role": "system", "content": "Answer with a direction."},
+            {"role": "user", "content": [{"type": "text", "text": "Grid: "},
+                                         {"type": "image_url", "image_url": {"url": url}},
+                                         {"type": "text", "text": " Move?"}]},
+        ],
+        "temperature": 0.0,
+        "max_tokens": 6,
+        **extra,
+    }
+
+
+def test_health_and_models(server: BackgroundServer) -> None:
+    assert httpx.get(f"{server.url}/health").json() == {"status": "ok"}
+    assert [m["id"] for m in httpx.get(f"{server.url}/v1/models").json()["data"]] == ["tiny"]
+
+
+def test_chat_completion_matches_the_backend(server: BackgroundServer, backend: TransformersBackend) -> None:
+    response = httpx.post(f"{server.url}/v1/chat/completions",
+                          json=_image_request("red", logprobs=True, return_token_ids=True), timeout=60)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    choice = body["choices"][0]
+    chat = [Message("system", "Answer with a direction."),
+            Message("user", "Grid: <image> Move?", [Image.new("RGB", (112, 112), "red")])]
+    direct = backend.generate([chat], SamplingParams(temperature=0.0, max_tokens=6))[0][0]
+    assert choice["message"]["content"] == direct.text
+    assert choice["token_ids"] == direct.token_ids
+    assert body["prompt_token_ids"] == direct.prompt_token_ids
+    assert [entry["logprob"] for entry in choice["logprobs"]["content"]] == pytest.approx(direct.logprobs, abs=1e-4)
+    assert choice["finish_reason"] == "length"
+    assert body["usage"]["completion_tokens"] == 6
+
+
+def test_plain_request_has_no_extras_and_n_works(server: BackgroundServer) -> None:
+    body = httpx.post(f"{server.url}/v1/chat/completions", timeout=60, json={
+        "messages": [{"role": "user", "content": "hello"}], "n": 2, "temperature": 1.0, "max_tokens": 4,
+        "seed": 3}).json()
+    assert len(body["choices"]) == 2
+    assert "prompt_token_ids" not in body and "token_ids" not in body["choices"][0]
+    assert body["choices"][0]["logprobs"] is None
+
+
+def test_concurrent_requests_share_generate_calls(server: BackgroundServer) -> None:
+    before = httpx.get(f"{server.url}/stats").json()
+    colours = ["red", "green", "blue", "white", "black", "yellow", "purple", "orange"]
+    with concurrent.futures.ThreadPoolExecutor(len(colours)) as pool:
+        responses = list(pool.map(
+            lambda colour: httpx.post(f"{server.url}/v1/chat/completions", json=_image_request(colour), timeout=60),
+            colours))
+    assert all(r.status_code == 200 for r in responses)
+    after = httpx.get(f"{server.url}/stats").json()
+    assert after["requests"] - before["requests"] == len(colours)
+    assert after["generate_calls"] - before["generate_calls"] < len(colours)
+    assert after["largest_batch"] > 1
+
+
+@pytest.mark.parametrize(("payload", "status", "fragment"), [
+    ({"messages": [{"role": "user", "content": "a literal <image> tag"}]}, 400, "literal <image>"),
+    ({"messages": [{"role": "user", "content": [{"type": "image_url",
+                                                 "image_url": {"url": "http://example.com/a.png"}}]}]}, 400, "data: URL"),
+    ({"messages": [{"role": "user", "content": [{"type": "image_url",
+                                                 "image_url": {"url": "data:image/png;base64,bm90IGFuIGltYWdl"}}]}]},
+     400, "readable image"),
+    ({"messages": [{"role": "wizard", "content": "hi"}]}, 400, "role"),
+    ({"messages": [{"role": "user", "content": "hi"}], "temperature": -1}, 400, "temperature"),
+    ({"messages": [{"role": "user", "content": "hi"}], "model": "other"}, 404, "not served"),
+    ({"messages": [{"role": "user", "content": "hi"}], "stream": True}, 400, "stream"),
+])
+def test_bad_requests_get_clear_errors(server: BackgroundServer, payload: dict[str, Any], status: int,
+                                       fragment: str) -> None:
+    response = httpx.post(f"{server.url}/v1/chat/completions", json=payload, timeout=60)
+    assert response.status_code == status
+    assert fragment in response.json()["error"]["message"]
+
+
+class _ExplodingBackend(ModelBackend):
+    """A backend whose generate raises: the server must answer 500 with the reason, and keep serving."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def generate(self, chats: Sequence[Chat], params: SamplingParams) -> list[list[Generation]]:
+        self.calls += 1
+        if self.calls == 1:
+            raise RuntimeError("out of memory (simulated)")
+        return [[Generation(text="ok")] for _ in chats]
+
+
+def test_generation_failure_is_a_500_and_the_server_recovers() -> None:
+    with BackgroundServer(create_app(_ExplodingBackend(), "boom")) as running:
+        request = {"messages": [{"role": "user", "content": "hi"}]}
+        failed = httpx.post(f"{running.url}/v1/chat/completions", json=request, timeout=30)
+        assert failed.status_code == 500
+        assert "out of memory (simulated)" in failed.json()["error"]["message"]
+        recovered = httpx.post(f"{running.url}/v1/chat/completions", json=request, timeout=30)
+        assert recovered.json()["choices"][0]["message"]["content"] == "ok"

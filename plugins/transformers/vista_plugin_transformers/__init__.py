@@ -1,0 +1,30 @@
+"""VISTA plugin: the ``transformers`` model backend, ``vista serve`` and ``vista model init-tiny``.
+
+Import-light: torch and transformers load only when a backend is made or a command runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import vista
+
+
+@vista.hookimpl
+def register_models(register: Any) -> None:
+    register(
+        "transformers",
+        "vista_plugin_transformers.backend:TransformersBackend",
+        description="Any Hugging Face image-text-to-text model (AutoModelForImageTextToText), CPU or CUDA",
+    )
+
+
+@vista.hookimpl
+def register_commands(cli: Any) -> None:
+    from vista_plugin_transformers.commands import init_tiny_command, model_group, serve_command
+
+    group = model_group(cli.commands.get("model"))
+    group.add_command(init_tiny_command)
+    if "model" not in cli.commands:
+        cli.add_command(group)
+    cli.add_command(serve_command)

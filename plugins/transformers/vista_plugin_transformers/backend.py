@@ -1,0 +1,248 @@
+"""The ``transformers`` model backend: any image-text-to-text model through ``AutoProcessor`` +
+``AutoModelForImageTextToText``, batched ``generate`` with left padding, on CPU or CUDA.
+
+Two ways in: a model directory (``TransformersBackend(path=...)``), or the live objects
+(``TransformersBackend(model=policy, processor=processor)``) so a training engine can sample from
+the policy it is updating without saving it first.
+
+Logprobs: by default (``logprobs_mode="processed"``) each generated token's logprob is taken under
+the distribution it was sampled from: logits divided by the temperature, restricted to the top-p
+nucleus and renormalised (vLLM's ``processed_logprobs``).  With temperature 0 (greedy) that is the
+model's raw distribution.  ``logprobs_mode="raw"`` gives the raw model distribution always.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import contextmanager, nullcontext
+from typing import Any, Literal
+
+from vista.model import Generation, ModelBackend, SamplingParams
+from vista.observation import Chat
+from vista_plugin_transformers.chat import encode_chats
+
+LogprobsMode = Literal["processed", "raw"]
+
+
+def resolve_device(device: str | None, model: Any = None) -> str:
+    """``auto``/None: the model's device when given a model, else CUDA when available, else CPU."""
+    import torch
+
+    if device not in (None, "auto"):
+        return str(device)
+    if model is not None:
+        try:
+            return str(next(model.parameters()).device)
+        except StopIteration:
+            return "cpu"
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class _LogprobRecorder:
+    """A logits processor that records, per step, the logprob of the token sampled at that step.
+
+    Placed last in the processor list it sees the scores the sampler draws from (after temperature
+    and top-p); placed first, the raw scores.  It keeps only one step's log-softmax at a time: at
+    each call the token sampled from the previous step's scores is the last column of ``input_ids``.
+    """
+
+    def __init__(self) -> None:
+        self.values: list[Any] = []
+        self._pending: Any = None
+
+    def _flush(self, sampled: Any) -> None:
+        if self._pending is not None:
+            self.values.append(self._pending.gather(1, sampled.view(-1, 1)).squeeze(1))
+            self._pending = None
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        self._flush(input_ids[:, -1])
+        self._pending = torch.log_softmax(scores.float(), dim=-1)
+        return scores
+
+    def finish(self, last_tokens: Any) -> Any:
+        """All recorded logprobs as a ``[batch, steps]`` tensor."""
+        import torch
+
+        self._flush(last_tokens)
+        if not self.values:
+            return torch.zeros((last_tokens.shape[0], 0))
+        return torch.stack(self.values, dim=1)
+
+
+class TransformersBackend(ModelBackend):
+    """Generates with a Hugging Face image-text-to-text model.
+
+    ``path``: a model directory or hub id; or pass ``model`` and ``processor`` objects directly.
+    ``device``: ``"auto"`` (the model's device, else CUDA if available, else CPU), ``"cpu"``,
+    ``"cuda:0"``...  ``max_batch_size`` bounds the rows (chats x n) in one ``generate`` call.
+    """
+
+    def __init__(
+        self,
+        path: str | None = None,
+        model: Any = None,
+        processor: Any = None,
+        device: str | None = "auto",
+        dtype: str = "auto",
+        logprobs_mode: LogprobsMode = "processed",
+        max_batch_size: int = 64,
+        trust_remote_code: bool = False,
+    ) -> None:
+        if model is None and path is None:
+            raise ValueError("transformers backend needs path=MODEL_DIR or model=... and processor=...")
+        if model is not None and processor is None and path is None:
+            raise ValueError("transformers backend given a model object also needs its processor")
+        if logprobs_mode not in ("processed", "raw"):
+            raise ValueError(f"logprobs_mode must be 'processed' or 'raw', not {logprobs_mode!r}")
+        from transformers import AutoModelForImageTextToText, AutoProcessor
+
+        self.path = path
+        if processor is None:
+            processor = AutoProcessor.from_pretrained(path, trust_remote_code=trust_remote_code)
+        if model is None:
+            self.device = resolve_device(device)
+            model = AutoModelForImageTextToText.from_pretrained(
+                path, dtype=dtype, trust_remote_code=trust_remote_code
+            ).to(self.device)
+        else:
+            self.device = resolve_device(device, model)
+        self.model = model
+        self.processor = processor
+        self.tokenizer = getattr(processor, "tokenizer", processor)
+        self.logprobs_mode: LogprobsMode = logprobs_mode
+        self.max_batch_size = max_batch_size
+
+    # ------------------------------------------------------------------ token ids
+    def _eos_ids(self) -> list[int]:
+        configured = getattr(getattr(self.model, "generation_config", None), "eos_token_id", None)
+        if configured is None:
+            configured = self.tokenizer.eos_token_id
+        if configured is None:
+            return []
+        return [int(configured)] if isinstance(configured, int) else [int(i) for i in configured]
+
+    def _pad_id(self, eos_ids: list[int]) -> int:
+        for candidate in (getattr(getattr(self.model, "generation_config", None), "pad_token_id", None),
+                          self.tokenizer.pad_token_id):
+            if candidate is not None:
+                return int(candidate)
+        return eos_ids[0] if eos_ids else 0
+
+    # ------------------------------------------------------------------ generation
+    def generate(self, chats: Sequence[Chat], params: SamplingParams) -> list[list[Generation]]:
+        rows = [chat for chat in chats for _ in range(params.n)]
+        flat: list[Generation] = []
+        for start in range(0, len(rows), self.max_batch_size):
+            batch_seed = None if params.seed is None else params.seed + start
+            flat.extend(self._generate_rows(rows[start:start + self.max_batch_size], params, batch_seed))
+        return [flat[index * params.n:(index + 1) * params.n] for index in range(len(chats))]
+
+    @contextmanager
+    def _eval_mode(self) -> Any:
+        was_training = bool(getattr(self.model, "training", False))
+        self.model.eval()
+        try:
+            yield
+        finally:
+            if was_training:
+                self.model.train()
+
+    def _seeded(self, seed: int | None) -> Any:
+        import torch
+
+        if seed is None:
+            return nullcontext()
+        devices = [torch.device(self.device).index or 0] if str(self.device).startswith("cuda") else []
+
+        @contextmanager
+        def forked() -> Any:
+            with torch.random.fork_rng(devices=devices):
+                torch.manual_seed(seed)
+                yield
+
+        return forked()
+
+    def _generate_rows(self, rows: Sequence[Chat], params: SamplingParams, seed: int | None) -> list[Generation]:
+        import torch
+        from transformers import (
+            GenerationConfig,
+            LogitsProcessorList,
+            TemperatureLogitsWarper,
+            TopPLogitsWarper,
+        )
+
+        inputs = encode_chats(self.processor, rows, padding_side="left").to(self.device)
+        eos_ids = self._eos_ids()
+        greedy = params.temperature == 0.0
+        recorder = _LogprobRecorder()
+        # Warpers are passed explicitly (and the config's left neutral) so the recorder can sit after
+        # them; a fresh GenerationConfig keeps a checkpoint's own sampling defaults (top_k, repetition
+        # penalty) from silently changing the distribution SamplingParams describes.
+        processors: list[Any] = []
+        if self.logprobs_mode == "raw":
+            processors.append(recorder)
+        if not greedy:
+            if params.temperature != 1.0:
+                processors.append(TemperatureLogitsWarper(params.temperature))
+            if params.top_p < 1.0:
+                processors.append(TopPLogitsWarper(top_p=params.top_p))
+        if self.logprobs_mode == "processed":
+            processors.append(recorder)
+        neutral_sampling = {} if greedy else {"temperature": 1.0, "top_p": 1.0, "top_k": 0}
+        config = GenerationConfig(
+            max_new_tokens=params.max_tokens,
+            do_sample=not greedy,
+            num_beams=1,
+            eos_token_id=eos_ids or None,
+            pad_token_id=self._pad_id(eos_ids),
+            stop_strings=list(params.stop) or None,
+            return_dict_in_generate=True,
+            **neutral_sampling,
+        )
+        prompt_length = inputs["input_ids"].shape[1]
+        with self._eval_mode(), torch.no_grad(), self._seeded(seed):
+            output = self.model.generate(**inputs, generation_config=config,
+                                         logits_processor=LogitsProcessorList(processors),
+                                         tokenizer=self.tokenizer if params.stop else None)
+        new_tokens = output.sequences[:, prompt_length:].cpu()
+        logprobs = recorder.finish(output.sequences[:, -1]).cpu() if new_tokens.shape[1] else None
+        attention = inputs["attention_mask"].cpu()
+        prompt_ids = inputs["input_ids"].cpu()
+        results = []
+        for row in range(new_tokens.shape[0]):
+            ids = new_tokens[row].tolist()
+            row_logprobs = logprobs[row].tolist() if logprobs is not None else []
+            prompt = prompt_ids[row][attention[row].bool()].tolist()
+            results.append(self._finish(ids, row_logprobs, prompt, eos_ids, params))
+        return results
+
+    def _finish(self, ids: list[int], logprobs: list[float], prompt: list[int], eos_ids: list[int],
+                params: SamplingParams) -> Generation:
+        """Cut one row at its end (EOS kept in the ids, as vLLM does; padding dropped), apply stop
+        strings (text cut before the stop string; ids kept up to the token that completed it)."""
+        finish_reason = "length"
+        metadata: dict[str, Any] = {}
+        for position, token in enumerate(ids):
+            if token in eos_ids:
+                ids, finish_reason = ids[:position + 1], "stop"
+                break
+        text = self.tokenizer.decode(ids, skip_special_tokens=True)
+        if params.stop:
+            hits = [(text.find(stop), stop) for stop in params.stop if stop in text]
+            if hits:
+                cut, stop = min(hits)
+                text, finish_reason = text[:cut], "stop"
+                metadata["stop"] = stop
+                for end in range(1, len(ids) + 1):
+                    if stop in self.tokenizer.decode(ids[:end], skip_special_tokens=True):
+                        ids = ids[:end]
+                        break
+        return Generation(text=text, token_ids=ids, logprobs=logprobs[:len(ids)], prompt_token_ids=prompt,
+                          finish_reason=finish_reason, metadata=metadata)
+
+    def close(self) -> None:
+        self.model = None
+        self.processor = None

@@ -1,0 +1,90 @@
+"""Rendering vista chats into a Hugging Face processor's model inputs.
+
+One public path from ``vista.observation.Message`` lists to ``input_ids`` + ``pixel_values``, shared
+by the transformers backend, the vLLM backend (which needs the same prompt text, so greedy outputs
+match token for token) and training engines (which must score exactly the tokens the policy saw).
+
+Images follow the ``<image>`` placeholder convention of :class:`vista.Observation`: each placeholder
+becomes an ``{"type": "image"}`` content part where it stands, and the images are collected in the
+same order, which is the order processors consume them in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from PIL import Image
+
+from vista.observation import Chat, Message, Observation
+
+
+def chat_to_hf_messages(chat: Sequence[Message]) -> list[dict[str, Any]]:
+    """HF chat-template messages for ``chat``: string content for text-only messages, content parts
+    (``{"type": "text"}`` / ``{"type": "image"}``, no pixel data) where a message has images."""
+    messages: list[dict[str, Any]] = []
+    for message in chat:
+        if not message.images:
+            messages.append({"role": message.role, "content": message.content})
+            continue
+        parts: list[dict[str, Any]] = []
+        for segment in Observation(message.content, message.images).segments():
+            if isinstance(segment, str):
+                parts.append({"type": "text", "text": segment})
+            else:
+                parts.append({"type": "image"})
+        messages.append({"role": message.role, "content": parts})
+    return messages
+
+
+def chat_images(chat: Sequence[Message]) -> list[Image.Image]:
+    """The chat's images in placeholder order, converted to RGB."""
+    return [image.convert("RGB") for message in chat for image in message.images]
+
+
+def render_chat_text(processor: Any, chat: Sequence[Message], add_generation_prompt: bool = True) -> str:
+    """The prompt string the model sees (chat template applied, image placeholders expanded later by
+    the processor).  Uses the processor's template, or its tokenizer's when the processor has none."""
+    messages = chat_to_hf_messages(chat)
+    owner = processor if getattr(processor, "chat_template", None) else getattr(processor, "tokenizer", processor)
+    if not getattr(owner, "chat_template", None):
+        raise ValueError("the processor and its tokenizer have no chat_template; set one to render chats")
+    text = owner.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
+    return str(text)
+
+
+def encode_chats(
+    processor: Any,
+    chats: Sequence[Chat],
+    *,
+    add_generation_prompt: bool = True,
+    padding_side: str = "left",
+    return_tensors: str = "pt",
+) -> Any:
+    """Processor inputs for a batch of chats: ``input_ids``, ``attention_mask`` (padded on
+    ``padding_side``; left for generation) and, when any chat has images, the vision tensors
+    (``pixel_values``, ``image_grid_thw`` for Qwen-VL models).  Returns the processor's
+    ``BatchFeature``; move it with ``.to(device)``."""
+    texts = [render_chat_text(processor, chat, add_generation_prompt) for chat in chats]
+    images = [image for chat in chats for image in chat_images(chat)]
+    tokenizer = getattr(processor, "tokenizer", processor)
+    previous_side = getattr(tokenizer, "padding_side", None)
+    tokenizer.padding_side = padding_side
+    try:
+        kwargs: dict[str, Any] = {"text": texts, "padding": True, "return_tensors": return_tensors}
+        if images:
+            kwargs["images"] = images
+        return processor(**kwargs)
+    finally:
+        if previous_side is not None:
+            tokenizer.padding_side = previous_side
+
+
+def vision_inputs(processor: Any, images: Sequence[Image.Image], return_tensors: str = "pt") -> dict[str, Any]:
+    """Only the vision tensors for ``images`` (e.g. ``pixel_values`` and ``image_grid_thw``): for a
+    trainer that already holds token ids (prompt + response) and needs the pixels they refer to."""
+    if not images:
+        return {}
+    features = processor.image_processor(images=[image.convert("RGB") for image in images],
+                                         return_tensors=return_tensors)
+    return dict(features)

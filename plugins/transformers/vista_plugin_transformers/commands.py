@@ -1,0 +1,58 @@
+"""``vista model init-tiny`` and ``vista serve``.  Heavy imports (torch, transformers, uvicorn) happen
+inside the commands, so ``vista --help`` stays fast."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.command("init-tiny")
+@click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--arch", default="qwen2_5_vl", show_default=True, help="Architecture of the tiny model.")
+@click.option("--seed", default=0, show_default=True, type=int, help="Seed of the random weights.")
+def init_tiny_command(out_dir: Path, arch: str, seed: int) -> None:
+    """Write a tiny randomly initialised VLM (weights, tokenizer, processor) to OUT_DIR."""
+    from vista_sdk.tiny_models import init_tiny_model
+
+    path = init_tiny_model(out_dir, arch=arch, seed=seed)
+    click.echo(f"tiny {arch} model (seed {seed}) written to {path}")
+
+
+@click.command("serve")
+@click.argument("model_dir")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8000, show_default=True, type=int)
+@click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda, cuda:1 ...")
+@click.option("--model-name", default=None, help="Name reported at /v1/models (default: MODEL_DIR).")
+@click.option("--batch-window-ms", default=5.0, show_default=True, type=float,
+              help="How long the first waiting request waits for others to join its batch.")
+@click.option("--max-batch-size", default=64, show_default=True, type=int)
+@click.option("--max-tokens", "default_max_tokens", default=256, show_default=True, type=int,
+              help="max_tokens when a request gives none.")
+def serve_command(model_dir: str, host: str, port: int, device: str, model_name: str | None,
+                  batch_window_ms: float, max_batch_size: int, default_max_tokens: int) -> None:
+    """Serve MODEL_DIR with an OpenAI-compatible /v1/chat/completions API (transformers backend)."""
+    import uvicorn
+
+    from vista_plugin_transformers.backend import TransformersBackend
+    from vista_plugin_transformers.server import create_app
+
+    backend = TransformersBackend(path=model_dir, device=device, max_batch_size=max_batch_size)
+    app = create_app(backend, model_name or model_dir, batch_window_ms=batch_window_ms,
+                     max_batch_size=max_batch_size, default_max_tokens=default_max_tokens)
+    click.echo(f"serving {model_dir} on http://{host}:{port}/v1 (device {backend.device})")
+    uvicorn.run(app, host=host, port=port, log_level="warning")
+
+
+def model_group(existing: click.Command | None) -> click.Group:
+    """The ``vista model`` group (reusing one another plugin already added)."""
+    if isinstance(existing, click.Group):
+        return existing
+
+    @click.group("model")
+    def model() -> None:
+        """Model utilities (tiny test models, ...)."""
+
+    return model
