@@ -27,16 +27,22 @@ STAMP="$VENV/.vista-verl-$(stamp_inputs)"
 if [ ! -f "$STAMP" ]; then
   echo "verl: building $VENV"
   [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
-  PIP=("$VENV/bin/python" -m pip install -q --disable-pip-version-check)
-  # The CPU torch first so nothing below can pull a CUDA build.
-  "${PIP[@]}" "torch==2.13.0"
-  # verl does not declare cachetools/uvicorn/fastapi, which its agent loop imports.
-  if ! "${PIP[@]}" "$VERL_SPEC" "torch==2.13.0"; then
+  # pip, quiet, without the warnings about absent local index folders; keeps pip's exit status.
+  pip_install() {
+    "$VENV/bin/python" -m pip install -q --disable-pip-version-check "$@" 2>&1 \
+      | { grep -v "is ignored: it is neither" || true; }
+    return "${PIPESTATUS[0]}"
+  }
+  # The CPU torch first, and pinned in every later call, so nothing can pull a CUDA build.
+  pip_install "torch==2.13.0"
+  if ! pip_install "$VERL_SPEC" "torch==2.13.0"; then
     echo "verl: $VERL_SPEC did not install; trying $VERL_FALLBACK_SPEC" >&2
-    "${PIP[@]}" "$VERL_FALLBACK_SPEC" "torch==2.13.0"
+    pip_install "$VERL_FALLBACK_SPEC" "torch==2.13.0"
   fi
-  "${PIP[@]}" cachetools uvicorn fastapi "torch==2.13.0"
-  "${PIP[@]}" -e ".[dev]" -e sdk "torch==2.13.0" 2>&1 | grep -v "is ignored: it is neither" || true
+  # verl does not declare cachetools/uvicorn/fastapi, which its agent loop imports.
+  pip_install cachetools uvicorn fastapi "torch==2.13.0"
+  # Core and the SDK, not every plugin: some plugins' pins conflict with verl's.
+  pip_install -e ".[dev]" -e sdk "torch==2.13.0"
   "$VENV/bin/python" -c "import verl.trainer.ppo.core_algos, vista, vista_sdk" >/dev/null
   rm -f "$VENV"/.vista-verl-*
   touch "$STAMP"
