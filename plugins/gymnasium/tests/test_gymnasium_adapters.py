@@ -1,0 +1,111 @@
+import gymnasium
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env as gymnasium_check_env
+from hypothesis import HealthCheck, given, settings
+from pydantic import ValidationError
+from vista_plugin_gymnasium.expert import generate_expert_trajectories
+from vista_plugin_gymnasium.formats import PROMPT_FORMATS
+from vista_plugin_gymnasium.testing import episode_fingerprint, fingerprint_in_subprocess, model_outputs
+from vista_plugin_gymnasium.to_gymnasium import VistaGymEnv
+
+import vista
+from vista_sdk import check_env
+
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+
+
+@pytest.mark.parametrize("env_id", ["gymnasium/FrozenLake-v1", "gymnasium/CliffWalking-v1"])
+@pytest.mark.parametrize("render_mode", ["vision", "text", "both"])
+def test_check_env_on_wrapped_toy_text(env_id, render_mode):
+    check_env(env_id, {"render_mode": render_mode}, cross_process=render_mode == "both")
+
+
+@pytest.mark.parametrize("prompt_format", PROMPT_FORMATS)
+def test_every_prompt_format_is_solved_by_the_oracle(prompt_format):
+    for env_id in ("gymnasium/FrozenLake-v1", "gymnasium/CliffWalking-v1"):
+        trajectories = list(generate_expert_trajectories(env_id, [0], prompt_format=prompt_format,
+                                                         render_mode="text"))
+        assert len(trajectories) == 1 and trajectories[0].success
+
+
+def test_cliffwalking_oracle_takes_the_shortest_path_and_rewards_pass_through():
+    env = vista.make_env("gymnasium/CliffWalking-v1", prompt_format="no_think", max_actions_per_step=20)
+    env.reset(seed=0)
+    response = env.oracle_response()
+    assert response == "<answer>Up," + "Right," * 11 + "Down</answer>"  # 13 moves around the cliff
+    result = env.step(response)
+    assert result.info["success"] and result.terminated and result.reward == pytest.approx(-13.0)
+
+
+def test_action_names_map_to_discrete_actions():
+    env = vista.make_env("gymnasium/FrozenLake-v1", render_mode="text", prompt_format="no_think")
+    env.reset(seed=0)
+    assert env.action_names == ("Left", "Down", "Right", "Up")
+    result = env.step("<answer>down, RIGHT</answer>")  # case does not matter
+    assert result.info["actions"] == ["Down", "Right"] and result.info["state"]["player"] == [1, 1]
+    assert result.terminated and not result.info["success"]  # (1,1) is a hole in the 4x4 map
+    text_env = vista.make_env("gymnasium/FrozenLake-v1", render_mode="text")
+    observation, _ = text_env.reset(seed=0)
+    assert "PFFF" in observation.text and "\x1b" not in observation.text
+
+
+def test_generic_factory_and_its_errors():
+    env = vista.make_env("gymnasium/make-v0", gym_id="Taxi-v4", render_mode="text", prompt_format="no_think")
+    observation, _ = env.reset(seed=1)
+    assert env.action_names[:2] == ("South", "North") and "Taxi-v4" in env.system_prompt()
+    assert env.oracle_response() is not None  # BFS over Taxi's transition table
+    named = vista.make_env("gymnasium/make-v0", gym_id="FrozenLake-v1", render_mode="text",
+                           action_names=["W", "S", "E", "N"])
+    named.reset(seed=0)
+    assert named.step("<think>x</think><observation>a</observation><reasoning>b</reasoning>"
+                      "<prediction>c</prediction><answer>S</answer>").info["actions"] == ["S"]
+    with pytest.raises(ValueError, match="4 distinct names"):
+        vista.make_env("gymnasium/make-v0", gym_id="FrozenLake-v1", action_names=["a", "b"])
+    with pytest.raises(ValueError, match="only Discrete"):
+        vista.make_env("gymnasium/make-v0", gym_id="Pendulum-v1", render_mode="vision")
+    with pytest.raises(ValidationError, match="gym_id"):
+        vista.make_env("gymnasium/make-v0")
+
+
+def test_wrapped_env_is_deterministic_across_processes():
+    config = {"render_mode": "both", "gym_kwargs": {"is_slippery": True}}
+    responses = ["<answer>Down,Right</answer>", "oracle", "oracle", "<answer>Right</answer>"]
+    local = episode_fingerprint("gymnasium/FrozenLake-v1", config, 3, responses)
+    assert fingerprint_in_subprocess("gymnasium/FrozenLake-v1", config, 3, responses) == local
+
+
+@pytest.mark.parametrize("env_id", ["sokoban/sokoban-v0", "frozenlake/frozenlake-v0"])
+def test_vista_envs_pass_gymnasiums_own_checker(env_id):
+    env = VistaGymEnv(env_id, render_mode="rgb_array", prompt_format="no_think")
+    gymnasium_check_env(env, skip_render_check=False)
+    observation, info = env.reset(seed=4)
+    assert env.observation_space.contains(observation)
+    assert np.array_equal(env.render(), observation["images"][0])
+    inner = env.env
+    _, reward, terminated, truncated, info = env.step(inner.oracle_response())
+    assert info["action_valid"] and isinstance(reward, float)
+    env.close()
+
+
+def test_vista_env_through_gymnasium_wrappers():
+    env = gymnasium.wrappers.RecordEpisodeStatistics(VistaGymEnv("frozenlake/frozenlake-v0", render_mode="ansi"))
+    observation, _ = env.reset(seed=2)
+    done = False
+    while not done:
+        observation, reward, terminated, truncated, info = env.step(env.unwrapped.env.oracle_response())
+        done = terminated or truncated
+    assert info["success"] and info["episode"]["r"] >= 10
+    assert "[Initial" not in env.render() and "<image>" in env.render()
+
+
+_FUZZ_ENV = vista.make_env("gymnasium/CliffWalking-v1", render_mode="text", prompt_format="free_think")
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=model_outputs(("Up", "Right", "Down", "Left")))
+def test_any_string_gives_a_valid_step_result(text):
+    _FUZZ_ENV.reset(seed=0)
+    result = _FUZZ_ENV.step(text)
+    assert isinstance(result, vista.StepResult) and not result.observation.images
+    assert isinstance(result.info["action_valid"], bool) and len(result.info["actions"]) <= 3
