@@ -1,0 +1,1 @@
+../../_shared/hooks/pre_gen_project.py

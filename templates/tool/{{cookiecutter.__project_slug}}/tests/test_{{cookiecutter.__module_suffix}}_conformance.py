@@ -1,0 +1,1 @@
+../../../_shared/tests/test_conformance.py
