@@ -1,0 +1,189 @@
+"""The first code that runs in a sandbox process, before the untrusted code (stdlib only).
+
+It is started as ``python -I _sandbox_runner.py CONFIG_JSON`` by :mod:`vista_plugin_tools.sandbox`
+and applies, in order, every isolation layer the machine allows:
+
+1. a private network namespace (``unshare(CLONE_NEWNET)``; as non-root together with a user
+   namespace), so even a raw socket reaches nothing;
+2. resource limits: CPU seconds, address space, size of any written file (stdout/stderr are files),
+   open files, no core dumps, and a process cap;
+3. as root: drop to the ``nobody`` user (then the process cap and file permissions bite);
+4. an audit hook (PEP 578) that cannot be removed from Python: it refuses sockets, process creation
+   (fork, exec, spawn, subprocess, os.system), signals to other processes, ctypes calls, tracing and
+   gc introspection, and file access outside the working directory (reads are also allowed inside
+   the Python installation, so imports work).
+
+Then it runs the code with the working directory as cwd.  The parent enforces wall time and kills
+the whole process group.
+"""
+
+import ctypes
+import json
+import os
+import resource
+import signal
+import stat
+import sys
+import traceback
+
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWNET = 0x40000000
+NOBODY = 65534
+
+
+def isolate_network():
+    libc = ctypes.CDLL(None, use_errno=True)
+    flags = CLONE_NEWNET if os.geteuid() == 0 else CLONE_NEWUSER | CLONE_NEWNET
+    if libc.unshare(flags) == 0:
+        return "network-namespace"
+    return f"no-network-namespace(errno {ctypes.get_errno()})"
+
+
+def apply_limits(limits):
+    def cap(which, value):
+        try:
+            resource.setrlimit(which, (value, value))
+        except (ValueError, OSError):
+            soft, hard = resource.getrlimit(which)
+            if hard == resource.RLIM_INFINITY or value <= hard:
+                raise
+            resource.setrlimit(which, (hard, hard))
+
+    seconds = int(limits["cpu_seconds"])
+    resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 1))  # SIGXCPU first, SIGKILL a second later
+    cap(resource.RLIMIT_AS, int(limits["memory_bytes"]))
+    cap(resource.RLIMIT_FSIZE, int(limits["file_bytes"]))
+    cap(resource.RLIMIT_NOFILE, int(limits["open_files"]))
+    cap(resource.RLIMIT_CORE, 0)
+    cap(resource.RLIMIT_NPROC, int(limits["processes"]))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a full file raises OSError instead of killing
+
+
+def readable_by_everyone(path):
+    """Every ancestor searchable and the path itself readable by "other" (so nobody can import)."""
+    current = os.path.realpath(path)
+    if not os.stat(current).st_mode & stat.S_IROTH:
+        return False
+    while True:
+        if not os.stat(current).st_mode & stat.S_IXOTH:
+            return False
+        parent = os.path.dirname(current)
+        if parent == current:
+            return True
+        current = parent
+
+
+def drop_privileges(read_roots):
+    if os.geteuid() != 0:
+        return "unprivileged-user"
+    if not all(readable_by_everyone(root) for root in read_roots if os.path.exists(root)):
+        return "still-root(python-install-not-readable-by-nobody)"
+    os.setgroups([])
+    os.setgid(NOBODY)
+    os.setuid(NOBODY)
+    return "dropped-to-nobody"
+
+
+def disable_raw_spawn():
+    """``subprocess`` reaches fork+exec through ``_posixsubprocess.fork_exec``, which raises no audit
+    event of its own; replace it so only the audited ``subprocess.Popen`` path is left (and refused)."""
+    import _posixsubprocess
+
+    def refused(*args, **kwargs):
+        raise PermissionError("sandbox: creating processes is not allowed")
+
+    _posixsubprocess.fork_exec = refused
+
+
+def make_audit_hook(workdir, read_roots):
+    """Built inside a function so the hook is reachable from no module global."""
+    workdir = os.path.realpath(workdir)
+    read_roots = tuple(os.path.realpath(p) for p in read_roots) + (workdir,)
+    write_roots = (workdir,)
+    blocked = frozenset((
+        "socket.__new__", "socket.connect", "socket.bind", "socket.getaddrinfo", "socket.gethostbyname",
+        "socket.gethostbyaddr", "socket.sendto", "socket.sendmsg",
+        "os.fork", "os.forkpty", "os.exec", "os.posix_spawn", "os.spawn", "os.system", "subprocess.Popen",
+        "pty.spawn", "os.kill", "os.killpg", "signal.pthread_kill", "os.symlink", "os.link",
+        "ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.call_function", "ctypes.string_at",
+        "ctypes.wstring_at", "ctypes.cdata", "ctypes.cdata/buffer", "ctypes.seh_exception",
+        "sys.settrace", "sys.setprofile", "gc.get_objects", "gc.get_referrers", "gc.get_referents",
+        "sys._current_frames", "object.__setattr__", "object.__delattr__", "code.__new__",
+        "function.__new__", "sys.remote_exec", "webbrowser.open", "os.chroot", "os.setuid", "os.setgid",
+    ))
+    changing_events = frozenset((
+        "os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.chmod", "os.chown", "os.truncate", "os.utime",
+        "shutil.rmtree", "shutil.copyfile", "shutil.move", "os.chflags", "os.lchown", "os.mknod", "os.mkfifo",
+    ))
+    listing_events = frozenset(("os.listdir", "os.scandir", "os.chdir", "glob.glob"))
+    special_reads = frozenset(("/dev/null", "/dev/urandom", "/dev/random", "/etc/localtime"))
+
+    def inside(path, roots):
+        try:
+            real = os.path.realpath(os.fsdecode(path))
+        except (TypeError, ValueError):
+            return False
+        return any(real == root or real.startswith(root + os.sep) for root in roots)
+
+    def refuse(event, detail=""):
+        raise PermissionError(f"sandbox: {event} is not allowed" + (f": {detail}" if detail else ""))
+
+    def hook(event, args):
+        if event == "import" and args and args[0] in ("_posixsubprocess", "_ctypes", "_multiprocessing"):
+            refuse("importing " + args[0])
+        if event in blocked:
+            if event in ("object.__setattr__", "object.__delattr__") and not (
+                    len(args) > 1 and isinstance(args[0], type(hook)) and args[1] == "__code__"):
+                return  # only swapping a function's code is refused (libraries set __module__ etc.)
+            refuse(event)
+        if event == "ctypes.dlopen" and args and args[0] is not None:
+            refuse(event, str(args[0]))
+        if event == "open":
+            path, mode = args[0], args[1] if len(args) > 1 else "r"
+            flags = args[2] if len(args) > 2 and isinstance(args[2], int) else 0
+            if isinstance(path, int):
+                return
+            writing = any(ch in str(mode or "") for ch in "wax+") or flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT)
+            if writing:
+                if not inside(path, write_roots):
+                    refuse("writing " + os.fsdecode(path))
+            elif not (inside(path, read_roots) or os.fsdecode(path) in special_reads):
+                refuse("reading " + os.fsdecode(path))
+        elif event in changing_events or event in listing_events:
+            roots = write_roots if event in changing_events else read_roots
+            for value in args:
+                if isinstance(value, (str, bytes, os.PathLike)) and not inside(value, roots):
+                    refuse(event, os.fsdecode(value))
+
+    return hook
+
+
+def main():
+    config = json.loads(sys.argv[1])
+    layers = [isolate_network() if config.get("isolate_network", True) else "network-not-isolated"]
+    apply_limits(config["limits"])
+    layers.append("rlimits")
+    layers.append(drop_privileges(config["read_roots"]) if config.get("drop_privileges", True) else "same-user")
+    disable_raw_spawn()
+    os.chdir(config["workdir"])
+    with open(config["code_path"], encoding="utf-8") as source:
+        code = source.read()
+    sys.addaudithook(make_audit_hook(config["workdir"], config["read_roots"]))
+    layers.append("audit-hook")
+    report = os.fdopen(int(config["report_fd"]), "w")
+    report.write(",".join(layers))  # tells the parent which layers this machine allowed
+    report.close()
+    del config
+    sys.argv = ["main.py"]
+    namespace = {"__name__": "__main__", "__builtins__": __builtins__}
+    try:
+        exec(compile(code, "main.py", "exec"), namespace)  # noqa: S102 - this is the sandbox
+    except SystemExit as exc:
+        raise exc
+    except BaseException as exc:  # noqa: BLE001 - report any failure of the user's code
+        traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)  # skip this runner's frame
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

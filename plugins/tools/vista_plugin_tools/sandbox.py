@@ -1,0 +1,182 @@
+"""Run untrusted Python in a separate, limited process (the parent side).
+
+Layers (see ``_sandbox_runner.py`` for the child side): separate process in its own session,
+private network namespace where the kernel allows one, CPU/memory/file-size/process rlimits, the
+``nobody`` user when started as root, a PEP 578 audit hook refusing sockets, process creation and
+file access outside a fresh temporary directory, and a wall-clock timeout that kills the whole
+process group.  ``SandboxResult.layers`` says which layers applied on this machine.
+
+Not a container: native code (e.g. OpenCV's C++ file readers) bypasses the audit hook, so the OS
+layers (user, rlimits, namespace) are what bound it.  For hostile multi-tenant use run tools in a
+container or VM as well.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from PIL import Image
+
+RUNNER = Path(__file__).with_name("_sandbox_runner.py")
+IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp"}
+NOBODY = 65534
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    cpu_seconds: int = 10
+    wall_seconds: float = 20.0
+    memory_mb: int = 1024
+    output_bytes: int = 1_000_000  # per stream; also the cap on any single file the code writes
+    file_mb: int = 16
+    processes: int = 32
+    open_files: int = 256
+    max_images: int = 4
+    max_image_pixels: int = 4096 * 4096
+
+
+@dataclass
+class SandboxResult:
+    stdout: str
+    stderr: str
+    exit_code: int | None
+    timed_out: bool = False
+    cpu_limited: bool = False
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    images: list[Image.Image] = field(default_factory=list)
+    image_names: list[str] = field(default_factory=list)
+    layers: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not self.timed_out
+
+
+def read_roots() -> list[str]:
+    """Where sandboxed code may read: the Python installation (stdlib and site-packages)."""
+    paths = sysconfig.get_paths()
+    roots = {paths[key] for key in ("stdlib", "platstdlib", "purelib", "platlib") if key in paths}
+    roots.add(os.path.join(sys.base_prefix, "lib"))
+    roots.update(p for p in ("/usr/share/fonts", "/usr/share/zoneinfo") if os.path.isdir(p))
+    return sorted(roots)
+
+
+def _read_capped(path: Path, limit: int) -> tuple[str, bool]:
+    with path.open("rb") as handle:
+        data = handle.read(limit + 1)
+    return data[:limit].decode("utf-8", errors="replace"), len(data) > limit
+
+
+def _child_env(workdir: Path) -> dict[str, str]:
+    return {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(workdir),
+        "TMPDIR": str(workdir),
+        "LANG": "C.UTF-8",
+        "MPLBACKEND": "Agg",
+        "MPLCONFIGDIR": str(workdir / ".matplotlib"),
+        "OPENBLAS_NUM_THREADS": "1",
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "PYTHONIOENCODING": "utf-8",
+    }
+
+
+def _seed_matplotlib_cache(target: Path) -> None:
+    """Copy the host's matplotlib font list so each run skips the font scan (a second or more)."""
+    candidates = [Path(os.environ.get("MPLCONFIGDIR", "")), Path.home() / ".cache" / "matplotlib"]
+    for folder in candidates:
+        if folder.is_dir():
+            for cached in folder.glob("fontlist-*.json"):
+                target.mkdir(parents=True, exist_ok=True)
+                shutil.copy(cached, target / cached.name)
+                return
+
+
+def _collect_images(workdir: Path, skip: set[str], limits: SandboxLimits) -> tuple[list[Image.Image], list[str]]:
+    images, names = [], []
+    for path in sorted(workdir.rglob("*")):
+        if len(images) >= limits.max_images:
+            break
+        if path.suffix.lower() not in IMAGE_SUFFIXES or path.name in skip or path.is_symlink() or not path.is_file():
+            continue
+        try:
+            with Image.open(path) as opened:
+                if opened.width * opened.height > limits.max_image_pixels:
+                    continue
+                images.append(opened.convert("RGB"))
+                names.append(str(path.relative_to(workdir)))
+        except Exception:  # noqa: BLE001, S112 - a broken file the code wrote is not an image
+            continue
+    return images, names
+
+
+def run_python(code: str, limits: SandboxLimits | None = None, inputs: dict[str, Image.Image] | None = None,
+               isolate_network: bool = True) -> SandboxResult:
+    """Run ``code`` in a fresh sandbox; ``inputs`` are saved into its working directory first."""
+    limits = limits or SandboxLimits()
+    root = Path(tempfile.mkdtemp(prefix="vista-sandbox-"))
+    workdir = root / "work"
+    workdir.mkdir()
+    try:
+        for name, image in (inputs or {}).items():
+            image.save(workdir / name)
+        _seed_matplotlib_cache(workdir / ".matplotlib")
+        (root / "main.py").write_text(code, encoding="utf-8")
+        as_root = os.geteuid() == 0
+        if as_root:  # the child becomes nobody; it must own its working directory and nothing else
+            for path in [workdir, *workdir.rglob("*")]:
+                os.chown(path, NOBODY, NOBODY)
+            os.chmod(root, 0o711)
+        report_read, report_write = os.pipe()
+        config = {
+            "workdir": str(workdir), "code_path": str(root / "main.py"), "read_roots": read_roots(),
+            "isolate_network": isolate_network, "drop_privileges": True, "report_fd": report_write,
+            "limits": {
+                "cpu_seconds": limits.cpu_seconds, "memory_bytes": limits.memory_mb * 2**20,
+                "file_bytes": limits.file_mb * 2**20,  # stdout/stderr are files too
+                "open_files": limits.open_files, "processes": limits.processes,
+            },
+        }
+        out_path, err_path = root / "stdout.txt", root / "stderr.txt"
+        start = time.monotonic()
+        timed_out = False
+        with out_path.open("wb") as out, err_path.open("wb") as err:
+            process = subprocess.Popen(
+                [sys.executable, "-I", "-B", str(RUNNER), json.dumps(config)],
+                stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=workdir, env=_child_env(workdir),
+                start_new_session=True, pass_fds=(report_write,), close_fds=True,
+            )
+            os.close(report_write)
+            try:
+                exit_code: int | None = process.wait(timeout=limits.wall_seconds)
+            except subprocess.TimeoutExpired:
+                timed_out, exit_code = True, None
+            finally:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, signal.SIGKILL)  # whatever it left running dies with it
+                process.wait()
+        with os.fdopen(report_read, "r") as report:
+            layers = [layer for layer in report.read().split(",") if layer]
+        stdout, stdout_cut = _read_capped(out_path, limits.output_bytes)
+        stderr, stderr_cut = _read_capped(err_path, limits.output_bytes)
+        cpu_limited = exit_code == -signal.SIGXCPU or (exit_code == -signal.SIGKILL and not timed_out)
+        images, names = _collect_images(workdir, set(inputs or {}), limits)
+        return SandboxResult(stdout, stderr, exit_code, timed_out, cpu_limited, stdout_cut, stderr_cut,
+                             images, names, layers, time.monotonic() - start)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
