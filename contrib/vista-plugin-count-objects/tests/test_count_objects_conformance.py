@@ -1,0 +1,59 @@
+"""Every item this plugin registers passes the vista-sdk conformance checks.
+
+The items are found the way VISTA finds them (the ``vista`` entry point of the installed
+distribution), so this also proves the packaging is right.  Add an env, tool or judge to the
+plugin and it is checked here with no new test code; give a check its inputs with the
+``check_args`` metadata of ``register(...)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import vista
+from vista.plugins import PluginInfo
+from vista_sdk import check_env, check_judge, check_tool
+
+PLUGIN = "count-objects"
+DISTRIBUTION = "vista-plugin-count-objects"
+
+
+def plugin_info() -> PluginInfo | None:
+    return next((info for info in vista.get_plugins() if info.name == PLUGIN), None)
+
+
+def item_ids(kind: str) -> list[str]:
+    info = plugin_info()
+    return sorted(info.items.get(kind, [])) if info is not None else []
+
+
+def check_args(kind: str, item_id: str) -> dict[str, Any]:
+    return dict(vista.host().spec(kind, item_id).metadata.get("check_args", {}))
+
+
+def test_plugin_is_discovered_through_its_entry_point() -> None:
+    info = plugin_info()
+    assert info is not None, f"VISTA does not see {PLUGIN!r}: is {DISTRIBUTION} installed (pip install -e .)?"
+    assert info.distribution == DISTRIBUTION
+    assert info.errors == [], f"the plugin failed to load: {info.errors}"
+    assert any(info.items.values()), "the plugin registers nothing"
+
+
+@pytest.mark.parametrize("env_id", item_ids("envs"))
+def test_env_conformance(env_id: str) -> None:
+    check_env(env_id, **check_args("envs", env_id))
+
+
+@pytest.mark.parametrize("tool_id", item_ids("tools"))
+def test_tool_conformance(tool_id: str) -> None:
+    args = check_args("tools", tool_id)
+    assert "valid_arguments" in args, "register the tool with check_args={'valid_arguments': {...}}"
+    check_tool(vista.make_tool(tool_id), **args)
+
+
+@pytest.mark.parametrize("judge_id", item_ids("judges"))
+def test_judge_conformance(judge_id: str) -> None:
+    args = check_args("judges", judge_id)
+    assert "reference" in args, "register the judge with check_args={'reference': ..., 'wrong': [...]}"
+    check_judge(vista.make_judge(judge_id), **args)
