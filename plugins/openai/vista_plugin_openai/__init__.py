@@ -1,0 +1,19 @@
+"""VISTA plugin: the ``openai`` model backend for any OpenAI-compatible chat-completions server.
+
+Import-light: httpx loads only when the backend is made.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import vista
+
+
+@vista.hookimpl
+def register_models(register: Any) -> None:
+    register(
+        "openai",
+        "vista_plugin_openai.backend:OpenAIBackend",
+        description="Any OpenAI-compatible /v1/chat/completions server (vLLM, vista serve, hosted APIs)",
+    )
