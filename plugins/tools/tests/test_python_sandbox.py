@@ -74,9 +74,10 @@ def test_sleeping_forever_hits_the_wall_clock():
     assert result.error and result.metadata["timed_out"] and "wall time" in result.text
 
 
-def test_memory_blow_up_is_a_memory_error(python_tool):
-    result = run(python_tool, "blocks = []\nwhile True:\n    blocks.append(bytearray(64 * 1024 * 1024))")
-    assert result.error and "MemoryError" in result.text
+def test_memory_blow_up_is_a_memory_error():
+    tool = vista.make_tool("python", cpu_seconds=20, wall_seconds=30, memory_mb=512)  # room on a busy machine
+    result = run(tool, "blocks = []\nwhile True:\n    blocks.append(bytearray(64 * 1024 * 1024))")
+    assert result.error and "MemoryError" in result.text, result.text
 
 
 def test_100_mb_of_output_is_cut(python_tool):
