@@ -1,8 +1,7 @@
-"""Count the objects: a seeded image with N shapes; answer how many there are, with feedback and retries
+"""Count the objects: a seeded image with N shapes; answer how many there are, with feedback and retries.
 
-This module is imported whenever VISTA loads plugins, so keep it light: register lazy
-``"module:Object"`` targets and import heavy things (Pillow drawing, simulators) only in the env
-module, which loads when the env is made.
+This module is imported whenever VISTA loads plugins, so it stays light: it registers lazy
+``"module:Object"`` targets and the env module (Pillow drawing) loads only when an env is made.
 """
 
 from __future__ import annotations
@@ -17,7 +16,13 @@ def register_envs(register: Any) -> None:
     register(
         "count-objects/count-objects-v0",
         "vista_plugin_count_objects.env:CountObjectsEnv",
-        description="Name the colour of the square among distractor circles. One turn, seeded images.",
+        description="How many shapes are in the image? Seeded, 1-9 objects, one answer.",
         # Keyword arguments for vista_sdk.check_env in tests/test_*_conformance.py.
-        check_args={"config": {"distractors": 3}},
+        check_args={"config": {"max_objects": 12}},
+    )
+    register(
+        "count-objects/count-circles-v0",
+        "vista_plugin_count_objects.env:count_circles",
+        description="Count only the circles among distractor shapes; two attempts with feedback.",
+        check_args={"config": {"max_attempts": 3}},
     )

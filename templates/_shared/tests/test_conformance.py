@@ -40,20 +40,23 @@ def test_plugin_is_discovered_through_its_entry_point() -> None:
     assert any(info.items.values()), "the plugin registers nothing"
 
 
-@pytest.mark.parametrize("env_id", item_ids("envs"))
-def test_env_conformance(env_id: str) -> None:
-    check_env(env_id, **check_args("envs", env_id))
+def check_registered_env(env_id: str, args: dict[str, Any]) -> None:
+    check_env(env_id, **args)
 
 
-@pytest.mark.parametrize("tool_id", item_ids("tools"))
-def test_tool_conformance(tool_id: str) -> None:
-    args = check_args("tools", tool_id)
+def check_registered_tool(tool_id: str, args: dict[str, Any]) -> None:
     assert "valid_arguments" in args, "register the tool with check_args={'valid_arguments': {...}}"
     check_tool(vista.make_tool(tool_id), **args)
 
 
-@pytest.mark.parametrize("judge_id", item_ids("judges"))
-def test_judge_conformance(judge_id: str) -> None:
-    args = check_args("judges", judge_id)
+def check_registered_judge(judge_id: str, args: dict[str, Any]) -> None:
     assert "reference" in args, "register the judge with check_args={'reference': ..., 'wrong': [...]}"
     check_judge(vista.make_judge(judge_id), **args)
+
+
+CHECKS = {"envs": check_registered_env, "tools": check_registered_tool, "judges": check_registered_judge}
+
+
+@pytest.mark.parametrize(("kind", "item_id"), [(kind, item_id) for kind in CHECKS for item_id in item_ids(kind)])
+def test_conformance(kind: str, item_id: str) -> None:
+    CHECKS[kind](item_id, check_args(kind, item_id))
