@@ -1,0 +1,134 @@
+"""The dataset container and the generic loader.
+
+A :class:`TaskDataset` is an immutable list of :class:`vista.TaskRecord`; envs pick the record for a
+seed with :meth:`TaskDataset.for_seed`, so the same seed gives the same item everywhere.  Files are
+read with HF ``datasets`` (JSON lines, JSON arrays, parquet), which also handles parquet exports
+whose image column holds bytes: those images are written once into ``image_cache_dir``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from vista.task import TaskRecord
+
+TABLE_SUFFIXES = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}
+
+
+class TaskDataset(Sequence[TaskRecord]):
+    def __init__(self, name: str, records: Sequence[TaskRecord]) -> None:
+        if not records:
+            raise ValueError(f"dataset {name!r} has no records; check the paths and split")
+        self.name = name
+        self.records = list(records)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def __getitem__(self, index: int) -> TaskRecord:  # type: ignore[override]
+        return self.records[index]
+
+    def __iter__(self) -> Iterator[TaskRecord]:
+        return iter(self.records)
+
+    def for_seed(self, seed: int | None) -> TaskRecord:
+        return self.records[(seed or 0) % len(self.records)]
+
+    def to_jsonl(self, path: str | Path) -> Path:
+        path = Path(path)
+        with path.open("w", encoding="utf-8") as handle:
+            for record in self.records:
+                handle.write(record.model_dump_json() + "\n")
+        return path
+
+    def __repr__(self) -> str:
+        return f"TaskDataset({self.name!r}, {len(self)} records)"
+
+
+def read_table(path: str | Path) -> list[dict[str, Any]]:
+    """Rows of a JSONL/JSON/parquet file through HF ``datasets`` (no network, no global cache)."""
+    import datasets
+
+    path = Path(path)
+    kind = TABLE_SUFFIXES.get(path.suffix.lower())
+    if kind is None:
+        raise ValueError(f"{path}: expected one of {', '.join(TABLE_SUFFIXES)}")
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist")
+    datasets.disable_progress_bars()
+    with tempfile.TemporaryDirectory(prefix="vista-hf-") as cache:
+        loaded = datasets.load_dataset(kind, data_files=str(path), split="train", cache_dir=cache,
+                                       keep_in_memory=True)
+        return [dict(row) for row in loaded]
+
+
+def _materialize(value: Any, cache_dir: Path, stem: str, index: int) -> str:
+    """An image cell (path string or ``{"bytes": ..., "path": ...}``) as a file path."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping) and value.get("bytes"):
+        data = bytes(value["bytes"])
+        name = f"{stem}-{index}-{hashlib.sha256(data).hexdigest()[:12]}.png"
+        target = cache_dir / name
+        if not target.exists():
+            cache_dir.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+        return str(target)
+    if isinstance(value, Mapping) and value.get("path"):
+        return str(value["path"])
+    raise ValueError(f"cannot read an image from a cell of type {type(value).__name__}")
+
+
+def load_records(path: str | Sequence[str], columns: Mapping[str, str] | None = None, image_root: str | None = None,
+                 image_cache_dir: str | None = None, dataset: str | None = None, limit: int | None = None) -> TaskDataset:
+    """Read TaskRecords.  ``columns`` maps TaskRecord fields to the file's column names (e.g.
+    ``{"question": "query", "answer": "label", "images": "image"}``); unmapped extra columns go to
+    ``metadata``.  Relative image paths are resolved against ``image_root`` (default: the file's folder)."""
+    paths = [Path(path)] if isinstance(path, str) else [Path(p) for p in path]
+    mapping = dict(columns or {})
+    fields = set(TaskRecord.model_fields)
+    records: list[TaskRecord] = []
+    for file in paths:
+        root = Path(image_root) if image_root else file.parent
+        cache = Path(image_cache_dir) if image_cache_dir else file.parent / ".vista-images"
+        for row_number, row in enumerate(read_table(file)):
+            data: dict[str, Any] = {}
+            used = set()
+            for field_name in fields:
+                column = mapping.get(field_name, field_name)
+                if column in row:
+                    data[field_name] = row[column]
+                    used.add(column)
+            images = data.get("images") or []
+            if not isinstance(images, list):
+                images = [images]
+            resolved = []
+            for k, cell in enumerate(images):
+                image_path = _materialize(cell, cache, file.stem, row_number * 16 + k)
+                resolved.append(image_path if Path(image_path).is_absolute() else str(root / image_path))
+            data["images"] = resolved
+            data.setdefault("id", f"{file.stem}-{row_number}")
+            data["id"] = str(data["id"])
+            data.setdefault("dataset", dataset or file.stem)
+            metadata = dict(data.get("metadata") or {})
+            metadata.update({k: v for k, v in row.items() if k not in used and _jsonable(v)})
+            data["metadata"] = metadata
+            if data.get("choices") is None:
+                data.pop("choices", None)
+            records.append(TaskRecord(**data))
+            if limit is not None and len(records) >= limit:
+                break
+    return TaskDataset(dataset or paths[0].stem, records)
+
+
+def _jsonable(value: Any) -> bool:
+    try:
+        json.dumps(value)
+        return True
+    except (TypeError, ValueError):
+        return False
