@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -52,6 +52,12 @@ class RolloutSection(Section):
     env_timeout_s: float = Field(60.0, gt=0)
     tool_timeout_s: float = Field(30.0, gt=0)
     sampling: SamplingSection = Field(default_factory=SamplingSection)
+    episodes: int = Field(20, ge=1, description="seeds per eval run (B); each runs group_size samples")
+    batch_size: int = Field(64, ge=1, description="most episodes alive at once (one model call per turn)")
+    max_workers: int | None = Field(None, ge=1, description="env/tool threads (default: batch_size)")
+    tool_response_role: Literal["user", "tool"] = Field(
+        "user", description="role of the message carrying tool results back to the model")
+    describe_tools: bool = Field(True, description="append the env's tool schemas to its system prompt")
 
 
 class RunConfig(Section):
