@@ -6,11 +6,15 @@ from hypothesis import HealthCheck, given, settings
 from pydantic import ValidationError
 from vista_plugin_frozenlake.lake import ACTION_NAMES, GenerationError, distances_to_goal, generate_map
 from vista_plugin_gymnasium.expert import generate_expert_trajectories
-from vista_plugin_gymnasium.formats import PROMPT_FORMATS, format_spec
-from vista_plugin_gymnasium.testing import episode_fingerprint, fingerprint_in_subprocess, model_outputs
+from vista_plugin_gymnasium.formats import PROMPT_FORMATS
+from vista_plugin_gymnasium.testing import (
+    episode_fingerprint,
+    fingerprint_in_subprocess,
+    model_outputs,
+    play_oracle_checked,
+)
 
 import vista
-from vista.parsing import parse_response
 from vista_sdk import check_env
 
 ENV_ID = "frozenlake/frozenlake-v0"
@@ -99,17 +103,7 @@ def test_slips_follow_the_seed_and_the_rate():
 def test_oracle_responses_are_well_formed_and_predictions_true(prompt_format):
     env = vista.make_env(ENV_ID, prompt_format=prompt_format, size=6)
     for seed in range(6):
-        env.reset(seed=seed)
-        done = False
-        while not done:
-            response = env.oracle_response()
-            parsed = parse_response(response, format_spec(prompt_format).response_format(strict=True))
-            assert parsed.format_ok, parsed.errors
-            result = env.step(response)
-            if parsed.prediction is not None:
-                assert parsed.prediction == env._describe()
-            done = result.done
-        assert result.info["success"]
+        assert play_oracle_checked(env, seed).info["success"]
 
 
 def test_expert_trajectories_replay_to_success():

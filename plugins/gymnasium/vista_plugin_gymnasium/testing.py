@@ -77,3 +77,25 @@ def fingerprint_in_subprocess(env_id: str, config: dict[str, Any], seed: int, re
     done = subprocess.run([sys.executable, "-c", code, payload], capture_output=True, text=True, env=env,
                           timeout=120, check=True)
     return done.stdout.strip().splitlines()[-1]
+
+
+def play_oracle_checked(env: Any, seed: int, max_turns: int = 200) -> vista.StepResult:
+    """Play one episode with the oracle, asserting every response parses strictly in the env's
+    prompt format and every ``<prediction>`` matches the true state after the turn.  Returns the
+    last step result."""
+    from vista.parsing import parse_response
+
+    env.reset(seed=seed)
+    strict = env._format.response_format(strict=True)
+    for _ in range(max_turns):
+        response = env.oracle_response()
+        assert response is not None, f"no oracle response at seed {seed}"
+        parsed = parse_response(response, strict)
+        assert parsed.format_ok, parsed.errors
+        result = env.step(response)
+        assert result.info["action_valid"] and result.info["format_ok"], result.info["feedback"]
+        if parsed.prediction is not None:
+            assert parsed.prediction == env._describe()
+        if result.done:
+            return result
+    raise AssertionError(f"the oracle did not finish seed {seed} within {max_turns} turns")

@@ -6,14 +6,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from pydantic import ValidationError
 from vista_plugin_gymnasium.expert import expert_trajectory, generate_expert_trajectories
-from vista_plugin_gymnasium.formats import PROMPT_FORMATS, format_spec
-from vista_plugin_gymnasium.testing import episode_fingerprint, fingerprint_in_subprocess, model_outputs
+from vista_plugin_gymnasium.formats import PROMPT_FORMATS
+from vista_plugin_gymnasium.testing import (
+    episode_fingerprint,
+    fingerprint_in_subprocess,
+    model_outputs,
+    play_oracle_checked,
+)
 from vista_plugin_sokoban.generate import GenerationError, generate_level
 from vista_plugin_sokoban.level import ACTION_NAMES, move, parse_level
 from vista_plugin_sokoban.solver import reverse_distances, solve
 
 import vista
-from vista.parsing import parse_response
 from vista_sdk import check_env
 
 ENV_ID = "sokoban/sokoban-v0"
@@ -184,20 +188,8 @@ def test_bad_format_takes_no_action_and_explains():
 def test_oracle_responses_are_well_formed_and_predictions_true(prompt_format):
     env = vista.make_env(ENV_ID, prompt_format=prompt_format, num_boxes=2, dim_room=(7, 7))
     for seed in range(5):
-        env.reset(seed=seed)
-        done = False
-        while not done:
-            response = env.oracle_response()
-            parsed = parse_response(response, format_spec(prompt_format).response_format(strict=True))
-            assert parsed.format_ok, parsed.errors
-            result = env.step(response)
-            assert result.info["action_valid"] and result.info["format_ok"]
-            if parsed.prediction is not None:
-                assert parsed.prediction == env._describe()
-            if parsed.observation is not None:
-                assert "row" in parsed.observation
-            done = result.done
-        assert result.info["success"]
+        last = play_oracle_checked(env, seed)
+        assert last.info["success"] and last.info["state"]["boxes_on_target"] == 2
 
 
 def test_expert_trajectories_replay_to_success():
