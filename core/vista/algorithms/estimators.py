@@ -22,7 +22,8 @@ baseline is per group):
   advantage-mask tokens, whitened (no critic, no groups).
 - ``reinforce_plus_plus_baseline`` (``whiten=True``): ``R - mean_g``, whitened over the loss mask.
 
-``R`` is the sum of a row's token rewards.  Singleton groups follow verl: mean 0, std 1.
+``R`` is the sum of a row's token rewards.  Singleton groups follow verl: mean 0, std 1.  As in
+verl, their ``returns`` are the advantages (the very same tensor, to save a copy).
 
 Critic-based estimators (need ``values``):
 
@@ -51,7 +52,7 @@ import torch
 
 from vista.algorithms.groups import group_index, group_stats
 from vista.algorithms.masked import masked_whiten
-from vista.algorithms.scan import next_index, pad_column, positions, reverse_linear_scan
+from vista.algorithms.scan import next_step_values, positions, reverse_linear_scan
 from vista.algorithms.turns import turn_layout, turn_level_gae
 from vista.estimator import AdvantageBatch, AdvantageOutput
 
@@ -119,18 +120,18 @@ def _finish(
 
 
 def _outcome(batch: AdvantageBatch, per_sample: torch.Tensor) -> AdvantageOutput:
-    mask = _advantage_mask(batch)
-    advantages = torch.where(mask, per_sample.unsqueeze(1), 0.0).to(batch.token_rewards.dtype)
-    return AdvantageOutput(advantages=advantages, returns=advantages.clone())
+    """Broadcast one value per sample over its advantage-mask tokens (a single multiply, as the
+    tensors are large and this is all the work there is).  ``returns`` is the same tensor."""
+    dtype = batch.token_rewards.dtype
+    mask = batch.advantage_mask if batch.advantage_mask is not None else batch.response_mask
+    weights = mask if mask.dtype == dtype else mask.bool().to(dtype)
+    advantages = per_sample.to(dtype).unsqueeze(1) * weights
+    return AdvantageOutput(advantages=advantages, returns=advantages)
 
 
 def _scores(batch: AdvantageBatch) -> torch.Tensor:
-    return batch.token_rewards.to(torch.float64).sum(dim=1)
-
-
-def _next_values(values: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
-    """The value at the next step strictly after each position (0 after the last)."""
-    return pad_column(values).gather(1, next_index(steps, strict=True))
+    """Each sample's total reward, accumulated in float64."""
+    return batch.token_rewards.sum(dim=1, dtype=torch.float64)
 
 
 def _gae_over(
@@ -138,7 +139,7 @@ def _gae_over(
 ) -> AdvantageOutput:
     values = _values(batch, name)
     rewards = batch.token_rewards.to(torch.float64)
-    delta = rewards + gamma * _next_values(values, steps) - values
+    delta = rewards + gamma * next_step_values(values, steps) - values
     advantages = reverse_linear_scan(delta, steps, gamma * lam)
     returns = torch.where(steps, advantages + values, 0.0)
     return _finish(batch, advantages, returns, whiten)
@@ -148,8 +149,9 @@ def _gae_over(
 def grpo(batch: AdvantageBatch, /, norm_by_std: bool = True, epsilon: float = 1e-6) -> AdvantageOutput:
     """GRPO: each sample's total reward against its group, ``(R - mean) / (std + eps)``."""
     _check_batch(batch, "grpo")
-    stats = group_stats(_scores(batch), _group_index(batch, "grpo"))
-    centred = _scores(batch) - stats.mean
+    scores = _scores(batch)
+    stats = group_stats(scores, _group_index(batch, "grpo"))
+    centred = scores - stats.mean
     return _outcome(batch, centred / (stats.std + float(epsilon)) if norm_by_std else centred)
 
 
@@ -183,8 +185,8 @@ def reinforce_plus_plus_baseline(batch: AdvantageBatch, /, whiten: bool = True) 
     scores = _scores(batch)
     stats = group_stats(scores, _group_index(batch, "reinforce_plus_plus_baseline"))
     tiled = torch.where(_advantage_mask(batch), (scores - stats.mean).unsqueeze(1), 0.0)
-    out = _finish(batch, tiled, tiled, whiten)
-    return AdvantageOutput(advantages=out.advantages, returns=out.advantages.clone())
+    advantages = _finish(batch, tiled, tiled, whiten).advantages
+    return AdvantageOutput(advantages=advantages, returns=advantages)
 
 
 # ------------------------------------------------------------------------------- GAE family
@@ -226,7 +228,7 @@ def bilevel_gae(
         layout.per_turn_sum(batch.token_rewards.to(torch.float64)), layout.at_ends(values), turn_gamma, turn_lam
     )
     steps = (mask | layout.ends) & layout.inside
-    inner = gamma * _next_values(values, steps) - values
+    inner = gamma * next_step_values(values, steps) - values
     delta = torch.where(layout.ends, layout.broadcast(turn_advantages), inner)
     advantages = reverse_linear_scan(delta, steps, gamma * lam, resets=layout.ends)
     returns = torch.where(steps, advantages + values, 0.0)

@@ -13,21 +13,16 @@ import torch
 WHITEN_EPS = 1e-8
 
 
-def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Mean of ``values`` where ``mask`` is non-zero (a 0-d tensor)."""
-    weights = mask.to(values.dtype)
-    return (values * weights).sum() / (weights.sum() + WHITEN_EPS)
-
-
-def masked_var(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """Unbiased variance of ``values`` where ``mask`` is non-zero (0 with fewer than two positions)."""
-    weights = mask.to(values.dtype)
-    count = weights.sum()
-    centred = values - masked_mean(values, mask)
-    variance = (centred.square() * weights).sum() / (count + WHITEN_EPS)
+def masked_mean_var(values: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """Mean, unbiased variance (0 with fewer than two positions) and count of ``values`` where
+    ``mask`` is non-zero."""
+    picked = values[mask.bool()]  # one compacting pass; the statistics then touch only these
+    count = picked.numel()
+    mean = picked.sum() / (count + WHITEN_EPS)
     if count < 2:
-        return torch.zeros_like(variance)
-    return variance * count / (count - 1)
+        return mean, torch.zeros_like(mean), count
+    variance = (picked - mean).square().sum() / (count + WHITEN_EPS)
+    return mean, variance * count / (count - 1), count
 
 
 def masked_whiten(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -36,7 +31,7 @@ def masked_whiten(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     With fewer than two masked positions there is no variance to speak of: the values are only
     centred.
     """
-    mean = masked_mean(values, mask)
-    if mask.to(values.dtype).sum() < 2:
+    mean, variance, count = masked_mean_var(values, mask)
+    if count < 2:
         return values - mean
-    return (values - mean) * torch.rsqrt(masked_var(values, mask) + WHITEN_EPS)
+    return (values - mean) * torch.rsqrt(variance + WHITEN_EPS)

@@ -53,6 +53,21 @@ def block_length(coef: float, tokens: int) -> int:
     return max(1, min(tokens, int(_MAX_DECADES / -math.log10(coef))))
 
 
+def next_step_values(values: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
+    """For every position, ``values`` at the first step strictly after it (0 if there is none).
+
+    Steps are packed by their running count (a scatter) and read back one slot further on (a
+    gather): two passes, no scan over tokens.
+    """
+    step_flags = steps.bool()
+    batch, tokens = values.shape
+    rank = step_flags.cumsum(dim=1)  # the packed slot of the next step, for every position
+    packed = torch.zeros(batch, tokens + 1, dtype=values.dtype, device=values.device)
+    packed.scatter_(1, torch.where(step_flags, rank - 1, tokens), values)
+    packed[:, tokens] = 0.0  # non-steps were parked here; it is also "after the last step"
+    return packed.gather(1, rank)
+
+
 def reverse_linear_scan(
     delta: torch.Tensor,
     steps: torch.Tensor,
@@ -74,17 +89,21 @@ def reverse_linear_scan(
     if coef == 0.0:
         return deltas
     batch, tokens = deltas.shape
-    reset_flags = None if resets is None else resets.bool() & step_flags
-    next_reset = None if reset_flags is None else next_index(reset_flags)
+    segment = None
+    if resets is not None:
+        reset_flags = (resets.bool() & step_flags).to(torch.long)
+        segment = reset_flags.cumsum(dim=1) - reset_flags  # resets strictly before each position
     rank = step_flags.cumsum(dim=1)  # steps up to and including each position
     length = block_length(coef, tokens)
+    if length >= tokens:
+        return torch.where(step_flags, _scan_block(deltas, rank, segment, coef, 0, tokens), 0.0)
     result = torch.zeros(batch, tokens + 1, dtype=torch.float64, device=deltas.device)
-    next_step = next_index(step_flags) if length < tokens else None
+    next_step = next_index(step_flags)
     for start in reversed(range(0, tokens, length)):
         end = min(start + length, tokens)
-        block = _scan_block(deltas, rank, next_reset, coef, start, end)
-        if end < tokens and next_step is not None:
-            block = block + _carry(result, rank, next_step, next_reset, coef, start, end)
+        block = _scan_block(deltas, rank, segment, coef, start, end)
+        if end < tokens:
+            block = block + _carry(result, rank, next_step, segment, coef, start, end)
         result[:, start:end] = torch.where(step_flags[:, start:end], block, 0.0)
     return result[:, :tokens]
 
@@ -92,7 +111,7 @@ def reverse_linear_scan(
 def _scan_block(
     deltas: torch.Tensor,
     rank: torch.Tensor,
-    next_reset: torch.Tensor | None,
+    segment: torch.Tensor | None,
     coef: float,
     start: int,
     end: int,
@@ -102,24 +121,29 @@ def _scan_block(
     scale = None
     if coef < 1.0:
         before = rank[:, start - 1 : start] if start > 0 else torch.zeros_like(rank[:, :1])
-        local_rank = (rank[:, start:end] - before).to(torch.float64)
-        scale = torch.pow(coef, local_rank)
+        scale = torch.pow(coef, (rank[:, start:end] - before).to(torch.float64))
         weighted = weighted * scale
-    suffix = pad_column(weighted.flip(-1).cumsum(dim=-1).flip(-1))
-    if next_reset is not None:
-        # The segment of position i ends at the first reset at or after i; drop what lies beyond it.
-        beyond = (next_reset[:, start:end] + 1 - start).clamp(max=end - start)
-        segment = suffix[:, :-1] - suffix.gather(1, beyond)
+        # Suffix sums straight from the end: a prefix-sum difference would cancel catastrophically
+        # once divided by the tiny ``scale`` of late positions.
+        suffix = weighted.flip(-1).cumsum(dim=-1).flip(-1)
     else:
-        segment = suffix[:, :-1]
-    return segment if scale is None else segment / scale
+        suffix = weighted.sum(dim=-1, keepdim=True) - weighted.cumsum(dim=-1) + weighted
+    if segment is not None:
+        # Drop what lies in later segments: per-segment totals, summed from the last segment back.
+        seg = segment[:, start:end] - segment[:, start : start + 1]
+        count = int(seg.max().item()) + 2 if seg.numel() else 2
+        totals = torch.zeros(weighted.shape[0], count, dtype=torch.float64, device=weighted.device)
+        totals.scatter_add_(1, seg, weighted)
+        later = totals.flip(-1).cumsum(dim=-1).flip(-1)  # later[s] = sum of segments >= s
+        suffix = suffix - later.gather(1, seg + 1)
+    return suffix if scale is None else suffix / scale
 
 
 def _carry(
     result: torch.Tensor,
     rank: torch.Tensor,
     next_step: torch.Tensor,
-    next_reset: torch.Tensor | None,
+    segment: torch.Tensor | None,
     coef: float,
     start: int,
     end: int,
@@ -128,8 +152,8 @@ def _carry(
     head = next_step[:, end : end + 1]  # [batch, 1]; ``tokens`` where no later step exists
     head_value = result.gather(1, head)
     head_rank = pad_column(rank, float(rank.shape[1] + 1)).gather(1, head)
-    hops = (head_rank - rank[:, start:end]).to(torch.float64)
-    carried = torch.pow(coef, hops) * head_value
-    if next_reset is not None:
-        carried = torch.where(next_reset[:, start:end] >= head, carried, 0.0)
+    carried = torch.pow(coef, (head_rank - rank[:, start:end]).to(torch.float64)) * head_value
+    if segment is not None:
+        head_segment = pad_column(segment, -1.0).gather(1, head)
+        carried = torch.where(segment[:, start:end] == head_segment, carried, 0.0)
     return carried
