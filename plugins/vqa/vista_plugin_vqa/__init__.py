@@ -1,0 +1,16 @@
+"""Visual-QA envs over task records.  ``vista_plugin_vqa.base`` is also the shared base (tool turns,
+reflection, attempts) of the chart-QA and visual-search envs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import vista
+
+
+@vista.hookimpl
+def register_envs(register: Any) -> None:
+    register("vqa/multiple-choice-v0", "vista_plugin_vqa.env:MultipleChoiceVQAEnv",
+             description="Multiple-choice VQA over task records (ScienceQA, Geometry3K, A-OKVQA); tools optional")
+    register("vqa/short-answer-v0", "vista_plugin_vqa.env:ShortAnswerVQAEnv",
+             description="Short-answer VQA over task records; judge by task type; tools optional")
