@@ -109,12 +109,14 @@ def _group_index(batch: AdvantageBatch, estimator: str) -> torch.Tensor:
 
 
 def _finish(
-    batch: AdvantageBatch, advantages: torch.Tensor, returns: torch.Tensor, whiten: bool
+    batch: AdvantageBatch, advantages: torch.Tensor, returns: torch.Tensor, whiten: bool,
+    mask: torch.Tensor | None = None,
 ) -> AdvantageOutput:
-    """Whiten over the loss mask (optionally), zero outside the advantage mask, cast back."""
+    """Whiten over the loss mask (optionally), zero outside the advantage mask (``mask``, when the
+    caller has it already), cast back."""
     if whiten:
-        advantages = masked_whiten(advantages, batch.response_mask.bool())
-    advantages = torch.where(_advantage_mask(batch), advantages, 0.0)
+        advantages = masked_whiten(advantages, batch.response_mask)
+    advantages = torch.where(_advantage_mask(batch) if mask is None else mask, advantages, 0.0)
     dtype = batch.token_rewards.dtype
     return AdvantageOutput(advantages=advantages.to(dtype), returns=returns.to(dtype))
 
@@ -135,14 +137,14 @@ def _scores(batch: AdvantageBatch) -> torch.Tensor:
 
 
 def _gae_over(
-    batch: AdvantageBatch, name: str, steps: torch.Tensor, gamma: float, lam: float, whiten: bool
+    batch: AdvantageBatch, name: str, steps: torch.Tensor, gamma: float, lam: float, whiten: bool,
+    mask: torch.Tensor,
 ) -> AdvantageOutput:
     values = _values(batch, name)
-    rewards = batch.token_rewards.to(torch.float64)
-    delta = rewards + gamma * next_step_values(values, steps) - values
-    advantages = reverse_linear_scan(delta, steps, gamma * lam)
+    delta = torch.add(batch.token_rewards.to(torch.float64), next_step_values(values, steps), alpha=gamma)
+    advantages = reverse_linear_scan(delta.sub_(values), steps, gamma * lam)
     returns = torch.where(steps, advantages + values, 0.0)
-    return _finish(batch, advantages, returns, whiten)
+    return _finish(batch, advantages, returns, whiten, mask)
 
 
 # ---------------------------------------------------------------------------------- outcome
@@ -176,7 +178,7 @@ def reinforce_plus_plus(batch: AdvantageBatch, /, gamma: float = 1.0, whiten: bo
     gamma = _check_unit("gamma", gamma)
     steps = _advantage_mask(batch)
     returns = reverse_linear_scan(batch.token_rewards, steps, gamma)
-    return _finish(batch, returns, returns, whiten)
+    return _finish(batch, returns, returns, whiten, steps)
 
 
 def reinforce_plus_plus_baseline(batch: AdvantageBatch, /, whiten: bool = True) -> AdvantageOutput:
@@ -184,8 +186,9 @@ def reinforce_plus_plus_baseline(batch: AdvantageBatch, /, whiten: bool = True) 
     _check_batch(batch, "reinforce_plus_plus_baseline")
     scores = _scores(batch)
     stats = group_stats(scores, _group_index(batch, "reinforce_plus_plus_baseline"))
-    tiled = torch.where(_advantage_mask(batch), (scores - stats.mean).unsqueeze(1), 0.0)
-    advantages = _finish(batch, tiled, tiled, whiten).advantages
+    mask = _advantage_mask(batch)
+    tiled = torch.where(mask, (scores - stats.mean).unsqueeze(1), 0.0)
+    advantages = _finish(batch, tiled, tiled, whiten, mask).advantages
     return AdvantageOutput(advantages=advantages, returns=advantages)
 
 
@@ -194,9 +197,10 @@ def gae(batch: AdvantageBatch, /, gamma: float = 1.0, lam: float = 1.0, whiten: 
     """Classic GAE: every position up to the last assistant token is a TD step (no skipping)."""
     _check_batch(batch, "gae")
     gamma, lam = _check_unit("gamma", gamma), _check_unit("lam", lam)
-    active = _advantage_mask(batch) | batch.response_mask.bool()
+    mask = _advantage_mask(batch)
+    active = mask | batch.response_mask.bool()
     last = torch.where(active, positions(active), -1).amax(dim=1, keepdim=True)
-    return _gae_over(batch, "gae", positions(active) <= last, gamma, lam, whiten)
+    return _gae_over(batch, "gae", positions(active) <= last, gamma, lam, whiten, mask)
 
 
 def masked_gae(
@@ -205,7 +209,8 @@ def masked_gae(
     """GAE that steps only through advantage-mask tokens (VAGEN ``masked_gae``, verl ``gae``)."""
     _check_batch(batch, "masked_gae")
     gamma, lam = _check_unit("gamma", gamma), _check_unit("lam", lam)
-    return _gae_over(batch, "masked_gae", _advantage_mask(batch), gamma, lam, whiten)
+    mask = _advantage_mask(batch)
+    return _gae_over(batch, "masked_gae", mask, gamma, lam, whiten, mask)
 
 
 def bilevel_gae(
@@ -232,7 +237,7 @@ def bilevel_gae(
     delta = torch.where(layout.ends, layout.broadcast(turn_advantages), inner)
     advantages = reverse_linear_scan(delta, steps, gamma * lam, resets=layout.ends)
     returns = torch.where(steps, advantages + values, 0.0)
-    return _finish(batch, advantages, returns, whiten)
+    return _finish(batch, advantages, returns, whiten, mask)
 
 
 def turnwise_gae(
@@ -251,5 +256,5 @@ def turnwise_gae(
     tokens = mask & layout.inside
     advantages = torch.where(tokens, layout.broadcast(turn_advantages), 0.0)
     returns = torch.where(tokens, layout.broadcast(turn_advantages + turn_values), 0.0)
-    return _finish(batch, advantages, returns, whiten)
+    return _finish(batch, advantages, returns, whiten, mask)
 
