@@ -19,7 +19,7 @@ VERL_FALLBACK_SPEC="verl>=0.9,<0.10"
 VERL_TEST_PATHS=(tests/verl plugins/verl/tests)
 
 stamp_inputs() {
-  { cat scripts/test.d/verl.sh pyproject.toml sdk/pyproject.toml; echo "$VERL_SPEC"; } \
+  { cat scripts/test.d/verl.sh pyproject.toml sdk/pyproject.toml plugins/verl/pyproject.toml; echo "$VERL_SPEC"; } \
     | sha256sum | cut -c1-16
 }
 STAMP="$VENV/.vista-verl-$(stamp_inputs)"
@@ -43,6 +43,9 @@ if [ ! -f "$STAMP" ]; then
   pip_install cachetools uvicorn fastapi "torch==2.13.0"
   # Core and the SDK, not every plugin: some plugins' pins conflict with verl's.
   pip_install -e ".[dev]" -e sdk "torch==2.13.0"
+  # The verl plugin (+ oddshape, an image env for its tests; torchvision for the Qwen2.5-VL processor).
+  pip_install -e plugins/verl -e plugins/oddshape "torch==2.13.0"
+  VENV="$VENV" bash scripts/setup.d/torchvision.sh
   "$VENV/bin/python" -c "import verl.trainer.ppo.core_algos, vista, vista_sdk" >/dev/null
   rm -f "$VENV"/.vista-verl-*
   touch "$STAMP"

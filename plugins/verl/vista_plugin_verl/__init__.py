@@ -1,0 +1,23 @@
+"""The verl engine for VISTA.
+
+Kept import-light: verl (and torch) load only when the engine runs or verl imports our hooks.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import vista
+
+
+@vista.hookimpl
+def register_engines(register: Any) -> None:
+    register("verl", "vista_plugin_verl.engine:VerlEngine",
+             description="Train on Ray with verl's workers: composes verl's config and runs verl.trainer.main_ppo.")
+
+
+@vista.hookimpl
+def register_commands(cli: Any) -> None:
+    from vista_plugin_verl.cli import verl_group
+
+    cli.add_command(verl_group)

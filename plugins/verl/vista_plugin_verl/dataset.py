@@ -1,0 +1,59 @@
+"""verl parquet rows for env training: one row per (env, seed); the env makes all content at run time.
+
+Columns follow verl's ``RLHFDataset``: ``prompt`` (a placeholder chat, since the agent loop builds
+the real prompt from the env's reset), ``data_source``, ``agent_name`` (selects the vista agent loop),
+``reward_model`` and ``extra_info`` with ``env_id``, ``env_config`` (JSON text: configs differ per env
+and parquet wants one schema), ``seed``, ``max_turns``, ``split`` and ``index``.  Train and
+validation seeds come from separate ranges and are checked to be disjoint (VAGEN's legacy builder
+drew both from the same prefix).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from vista_plugin_verl.agent_loop_name import AGENT_NAME
+
+
+class SeedOverlapError(ValueError):
+    """Train and validation seeds overlap."""
+
+
+def env_rows(env_id: str, env_config: dict[str, Any], seeds: Sequence[int], split: str,
+             max_turns: int, agent_name: str = AGENT_NAME) -> list[dict[str, Any]]:
+    config_text = json.dumps(env_config, sort_keys=True)
+    return [
+        {
+            "data_source": env_id,
+            "prompt": [{"role": "user", "content": f"[{env_id} seed {seed}: the env writes the prompt]"}],
+            "agent_name": agent_name,
+            "ability": "agent",
+            "reward_model": {"style": "env", "ground_truth": ""},
+            "extra_info": {"env_id": env_id, "env_config": config_text, "seed": int(seed),
+                           "max_turns": int(max_turns), "split": split, "index": index},
+        }
+        for index, seed in enumerate(seeds)
+    ]
+
+
+def write_env_datasets(out_dir: str | Path, env_id: str, env_config: dict[str, Any], train_seeds: Sequence[int],
+                       val_seeds: Sequence[int], max_turns: int) -> tuple[Path, Path]:
+    """Write ``train.parquet`` and ``val.parquet``; raises if the seed sets overlap."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    overlap = sorted(set(train_seeds) & set(val_seeds))
+    if overlap:
+        raise SeedOverlapError(f"train and validation seeds overlap ({len(overlap)} seeds, e.g. {overlap[:5]}); "
+                               "pick disjoint ranges")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for split, seeds in (("train", train_seeds), ("val", val_seeds)):
+        path = out / f"{split}.parquet"
+        pq.write_table(pa.Table.from_pylist(env_rows(env_id, env_config, seeds, split, max_turns)), path)
+        paths.append(path)
+    return paths[0], paths[1]
