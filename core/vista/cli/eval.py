@@ -95,6 +95,10 @@ def build_backend(config: RunConfig) -> ModelBackend:
     if config.model.path is not None:
         kwargs["path"] = config.model.path
     where = f"{config.model.backend}:{config.model.path}" if config.model.path else config.model.backend
+    path = config.model.path
+    if path and "://" not in path and path.startswith(("/", "./", "../", "~")) and not Path(path).expanduser().exists():
+        raise click.ClickException(f"could not start model backend {where}: {path} does not exist "
+                                   "(give a model directory, a file, or a URL)")
     try:
         return vista.make_model(config.model.backend, **kwargs)
     except VistaError:
@@ -180,9 +184,9 @@ def eval_command(ctx: click.Context, config_file: Path | None, config_option: Pa
     console.print(metrics_table(summary, f"{config.env.id} · {summary['model']}"))
     if summary["failures"]:
         console.print(f"[dark_orange]{summary['failures']} episode(s) failed; e.g. "
-                      f"{summary['failure_examples'][0]}[/dark_orange]")
+                      f"{summary['failure_examples'][0]}[/dark_orange]", soft_wrap=True)
     if summary["tokens_estimated"]:
         console.print("[dim]tokens estimated from text length (the backend reports no token ids)[/dim]")
     out = Path(config.output_dir)
     console.print(f"trajectories, metrics and viewer written to {out} "
-                  f"(vista trajectories show {out}; open {out / 'trajectories.html'})")
+                  f"(vista trajectories show {out}; open {out / 'trajectories.html'})", soft_wrap=True)

@@ -1,0 +1,137 @@
+"""``vista eval`` (flags and YAML) and ``vista trajectories show``, run in-process like a user would."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.rollout_testkit import TestEnvsPlugin
+from vista.cli.main import main
+from vista.store import RunReader
+
+ODD = "oddshape/odd-colour-v0"
+
+
+@pytest.fixture(autouse=True)
+def test_envs(vista_plugin):
+    vista_plugin(TestEnvsPlugin())
+
+
+def vista_cli(capsys, *args: str) -> tuple[int, str]:
+    try:
+        main(list(args))
+        code = 0
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
+
+
+def test_eval_with_flags_writes_a_run_directory(tmp_path, capsys):
+    out = tmp_path / "run"
+    code, text = vista_cli(capsys, "eval", "--env", ODD, "--model", "scripted:oracle", "--episodes", "5",
+                           "--group-size", "2", "--seed", "10", "--out", str(out))
+    assert code == 0, text
+    assert "success rate" in text and "format error rate" in text and "1.000 [0.722, 1.000]" in text
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["episodes"] == 10 and metrics["success_rate"]["value"] == 1.0
+    for name in ("success_rate", "mean_reward", "format_error_rate", "mean_turns", "mean_tokens"):
+        assert set(metrics[name]) == {"value", "ci95_low", "ci95_high", "n"}
+    reader = RunReader(out)
+    assert sorted({t.seed for t in reader}) == list(range(10, 15))
+    config = yaml.safe_load((out / "config.yaml").read_text())
+    assert config["rollout"]["sampling"]["temperature"] == 0.0 and config["model"]["path"] == "oracle"
+    assert (out / "versions.json").exists() and (out / "trajectories.html").exists()
+
+
+def test_eval_from_yaml_with_set_overrides_and_reflection(tmp_path, capsys):
+    responses = tmp_path / "responses.json"
+    # all three seeds answer 9 first (wrong), then 0, 1, 2: right on the second attempt
+    responses.write_text(json.dumps(["<answer>9</answer>"] * 3 + [f"<answer>{n}</answer>" for n in range(3)]))
+    config = tmp_path / "eval.yaml"
+    config.write_text(yaml.safe_dump({
+        "env": {"id": "test/guess-v0"},
+        "model": {"backend": "scripted", "path": str(responses)},
+        "output_dir": str(tmp_path / "yaml-run"),
+        "rollout": {"episodes": 2, "reflection": True, "max_attempts": 3},
+    }))
+    code, text = vista_cli(capsys, "eval", str(config), "--set", "rollout.episodes=3", "--max-turns", "2")
+    assert code == 0, text
+    metrics = json.loads((tmp_path / "yaml-run" / "metrics.json").read_text())
+    assert metrics["episodes"] == 3 and metrics["success_rate"]["value"] == 1.0
+    assert metrics["mean_attempts"]["value"] == 2 and metrics["first_attempt_success_rate"]["value"] == 0
+    saved = yaml.safe_load((tmp_path / "yaml-run" / "config.yaml").read_text())
+    assert saved["rollout"]["episodes"] == 3 and saved["rollout"]["max_turns"] == 2
+    assert saved["rollout"]["sampling"]["temperature"] == 1.0  # flags not given do not override the file
+
+
+def test_a_failing_env_is_reported_and_the_run_completes(tmp_path, capsys):
+    code, text = vista_cli(capsys, "eval", "--env", "test/counter-v0", "--model", "scripted:oracle",
+                           "--episodes", "3", "--set", "env.config.raise_on_step=2", "--out", str(tmp_path / "r"))
+    assert code == 0, text
+    assert "3 episode(s) failed" in text and "counter env broke on step 2" in text
+    assert json.loads((tmp_path / "r" / "metrics.json").read_text())["failure_rate"]["value"] == 1.0
+
+
+@pytest.mark.parametrize(("args", "code", "message"), [
+    (["--model", "scripted:/no/such/responses.txt"], 1,
+     "could not start model backend scripted:/no/such/responses.txt: /no/such/responses.txt does not exist"),
+    (["--model", "scripted:./relative-missing.txt"], 1, "does not exist"),
+    (["--model", "no-such-backend:x"], 2, "no-such-backend"),
+    (["--model", "scripted:oracle", "--set", "rollout.max_turns=0"], 2, "rollout.max_turns"),
+    (["--model", "scripted:oracle", "--set", "rollout.no_such_key=1"], 2, "rollout.no_such_key: unknown key"),
+    (["--model", "scripted:oracle", "--set", "env.config.grid=99"], 1, "could not create env"),
+])
+def test_bad_input_gives_a_clear_message(tmp_path, capsys, args, code, message):
+    got, text = vista_cli(capsys, "eval", "--env", ODD, "--episodes", "1", "--out", str(tmp_path / "x"), *args)
+    assert got == code and message in text, text
+    assert "Traceback" not in text
+
+
+def test_a_missing_model_directory_is_a_clear_message(tmp_path, capsys):
+    pytest.importorskip("vista_plugin_transformers")
+    code, text = vista_cli(capsys, "eval", "--env", ODD, "--model", f"transformers:{tmp_path / 'missing'}",
+                           "--episodes", "1", "--out", str(tmp_path / "x"))
+    assert code == 1 and "could not start model backend transformers:" in text and "does not exist" in text
+    assert "Traceback" not in text
+
+
+def test_env_or_model_is_required(capsys):
+    code, text = vista_cli(capsys, "eval", "--model", "scripted:oracle")
+    assert code == 2 and "--env" in text
+
+
+def test_trajectories_show(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert vista_cli(capsys, "eval", "--env", "test/counter-v0", "--model", "scripted:oracle", "--episodes", "3",
+                     "--out", str(out))[0] == 0
+    code, text = vista_cli(capsys, "trajectories", "show", str(out), "--episode", "1", "--limit", "2")
+    assert code == 0, text
+    assert "success rate" in text and "2 of 3 episode(s) listed" in text
+    assert "#1 test/counter-v0 seed 1" in text and "response 3" in text and "[image " in text
+    code, text = vista_cli(capsys, "trajectories", "show", str(tmp_path), "--episode", "9")
+    assert code == 1 and "not a VISTA run directory" in text
+
+
+def test_progress_and_summary_survive_a_model_that_breaks(tmp_path, capsys, vista_plugin):
+    from vista.model import ModelBackend
+
+    class Down(ModelBackend):
+        def generate(self, chats, params):
+            raise ConnectionError("connection dropped")
+
+    class Plugin:
+        from vista import hookimpl
+
+        @hookimpl
+        def register_models(self, register):
+            register("test-down", Down)
+
+    vista_plugin(Plugin())
+    code, text = vista_cli(capsys, "eval", "--env", ODD, "--model", "test-down", "--episodes", "2",
+                           "--out", str(tmp_path / "down"))
+    assert code == 0 and "connection dropped" in text
+    assert len(list(RunReader(Path(tmp_path / "down")))) == 2

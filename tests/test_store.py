@@ -1,0 +1,145 @@
+"""The trajectory store: JSONL written as episodes finish, PNGs by content hash, run metadata, reader,
+HTML viewer, and a crash that leaves every completed line valid."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.rollout_testkit import CharTokenBackend, TestEnvsPlugin
+from vista.config import RunConfig
+from vista.errors import VistaError
+from vista.rollout import EpisodeSpec, RolloutEngine, RolloutMetrics, episode_specs
+from vista.store import RunReader, RunWriter, image_hash
+from vista.trajectory import Trajectory, Turn
+
+COUNTER = "test/counter-v0"
+
+
+@pytest.fixture(autouse=True)
+def test_envs(vista_plugin):
+    vista_plugin(TestEnvsPlugin())
+
+
+def _write_run(run_dir: Path, specs, backend=None) -> list[dict]:
+    config = RunConfig(env={"id": COUNTER}, output_dir=str(run_dir))
+    written = []
+    with RunWriter(run_dir, config) as writer, RolloutEngine(backend or CharTokenBackend(oracle=True)) as engine:
+        metrics = RolloutMetrics()
+        for trajectory in engine.stream(specs):
+            writer.write(trajectory)
+            metrics.add(trajectory)
+            written.append(trajectory.to_dict())
+        writer.write_metrics(metrics.summary())
+    return written
+
+
+def test_round_trip_with_deduplicated_images(tmp_path):
+    written = _write_run(tmp_path, episode_specs(COUNTER, range(3), group_size=2))
+    reader = RunReader(tmp_path)
+    read = [trajectory.to_dict() for trajectory in reader]
+    assert read == written and len(reader) == 6
+    refs = {ref for record in read for turn in record["turns"] for ref in turn["image_refs"]}
+    refs |= {ref for record in read for ref in record["initial_image_refs"]}
+    # 3 seeds' first images + the "counter at 1" and "counter at 2" images shared by every episode
+    assert len(refs) == 5 and {p.stem for p in (tmp_path / "images").glob("*.png")} == refs
+    first = read[0]["turns"][0]
+    assert first["image_refs"] == read[0]["initial_image_refs"]
+    assert read[0]["token_view"]["image_refs"] == [turn["image_refs"][0] for turn in read[0]["turns"]]
+    image = reader.image(first["image_refs"][0])
+    assert image.size == (16, 16) and image_hash(image) == first["image_refs"][0]
+    assert reader.metrics()["success_rate"]["value"] == 1.0
+    assert reader.config()["env"]["id"] == COUNTER
+    versions = reader.versions()
+    assert versions["vista"] and any(p["distribution"] == "vista-plugin-oddshape" for p in versions["plugins"])
+
+
+def test_every_line_is_strict_json_whatever_info_holds(tmp_path):
+    trajectory = Trajectory("x", 1, turns=[Turn("obs", "resp", info={"nan": float("nan"), "set": {1},
+                                                                    "obj": object(), "path": Path("/a")})])
+    with RunWriter(tmp_path, html=False) as writer:
+        writer.write(trajectory)
+    line = (tmp_path / "trajectories.jsonl").read_text().strip()
+    record = json.loads(line, parse_constant=lambda name: pytest.fail(f"non-standard JSON constant {name}"))
+    assert record["turns"][0]["info"]["nan"] is None and record["turns"][0]["info"]["set"] == [1]
+
+
+def test_reader_skips_a_torn_last_line_and_rejects_other_dirs(tmp_path):
+    _write_run(tmp_path, episode_specs(COUNTER, range(2)))
+    with open(tmp_path / "trajectories.jsonl", "a") as handle:
+        handle.write('{"env_id": "test/counter-v0", "tu')
+    reader = RunReader(tmp_path)
+    assert len(list(reader)) == 2 and reader.skipped_lines == 1
+    with pytest.raises(VistaError, match="not a VISTA run directory"):
+        RunReader(tmp_path / "images")
+
+
+def test_a_crash_mid_run_leaves_every_completed_line_valid(tmp_path):
+    """A real process killed (os._exit from an env thread) in the middle of a run."""
+    script = textwrap.dedent(f"""
+        import os, sys
+        sys.path.insert(0, {str(Path(__file__).parent.parent)!r})
+        import vista
+        from vista.plugins import PluginInfo
+        from vista.rollout import RolloutEngine, EpisodeSpec
+        from vista.config import RolloutSection
+        from vista.store import RunWriter
+        from tests.rollout_testkit import CounterEnv, CharTokenBackend
+
+        class Crashing(CounterEnv):
+            def step(self, action):
+                if self.crash:
+                    os._exit(3)
+                return super().step(action)
+            def reset(self, seed=None):
+                self.crash = seed == 6
+                return super().reset(seed)
+
+        class Plugin:
+            @vista.hookimpl
+            def register_envs(self, register):
+                register("test/crashing-v0", Crashing)
+
+        vista.host().load()
+        vista.host().register_object(Plugin(), PluginInfo("crash", "crash", "0", "crash"))
+        specs = [EpisodeSpec("test/crashing-v0", seed, env_config={{"target": 1 + seed % 2}}) for seed in range(9)]
+        with RunWriter({str(tmp_path)!r}, html=False) as writer:
+            with RolloutEngine(CharTokenBackend(oracle=True), RolloutSection(batch_size=2)) as engine:
+                for trajectory in engine.stream(specs):
+                    writer.write(trajectory)
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 3, result.stderr
+    lines = (tmp_path / "trajectories.jsonl").read_text().splitlines()
+    seeds = [json.loads(line)["seed"] for line in lines]  # every line parses
+    assert 6 not in seeds and 0 in seeds and len(seeds) >= 4
+    refs = {ref for line in lines for turn in json.loads(line)["turns"] for ref in turn["image_refs"]}
+    assert all((tmp_path / "images" / f"{ref}.png").exists() for ref in refs)
+    assert not list((tmp_path / "images").glob("*.tmp"))
+
+
+def test_html_viewer_is_self_contained_with_relative_images(tmp_path):
+    call = '<tool_call>{"name": "zoom", "arguments": {}}</tool_call>'
+    backend = CharTokenBackend([call, "<script>alert(1)</script><answer>inc</answer>"])
+    _write_run(tmp_path, [EpisodeSpec("test/tool-counter-v0", 0, env_config={"target": 1}),
+                          EpisodeSpec(COUNTER, 1, env_config={"raise_on_step": 1})], backend=backend)
+    page = (tmp_path / "trajectories.html").read_text()
+    sources = [part.split('"')[0] for part in page.split('src="')[1:]]
+    assert sources and all(src.startswith("images/") and (tmp_path / src).exists() for src in sources)
+    assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)" in page
+    assert "counter env broke on step 1" in page and "zoomed x2" in page
+    assert "http://" not in page and "https://" not in page and str(tmp_path) not in page
+    assert 'class="ep success' in page and 'class="ep error' in page
+
+
+def test_config_yaml_is_the_resolved_config(tmp_path):
+    config = RunConfig(env={"id": COUNTER, "config": {"target": 2}}, rollout={"max_turns": 4})
+    RunWriter(tmp_path, config).close()
+    data = yaml.safe_load((tmp_path / "config.yaml").read_text())
+    assert RunConfig.model_validate(data) == config
