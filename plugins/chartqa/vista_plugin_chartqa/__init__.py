@@ -1,0 +1,16 @@
+"""Chart QA envs: unlimited synthetic charts with answers computed from their tables, and ChartQA
+records.  Import-light: matplotlib loads when an env is made."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import vista
+
+
+@vista.hookimpl
+def register_envs(register: Any) -> None:
+    register("chartqa/synthetic-v0", "vista_plugin_chartqa.env:SyntheticChartEnv",
+             description="Seeded bar/grouped-bar/line/pie charts; value, extreme, difference, ratio, trend questions")
+    register("chartqa/records-v0", "vista_plugin_chartqa.env:ChartRecordsEnv",
+             description="ChartQA-format records judged with relaxed accuracy (5%)")
