@@ -11,9 +11,11 @@ from vista.hookspecs import hookimpl
 def register_commands(cli: Any) -> None:
     from vista.cli.eval import eval_command
     from vista.cli.listing import all_listing_commands
+    from vista.cli.train import train_command
     from vista.cli.trajectories import trajectories_group
 
     for command in all_listing_commands():
         cli.add_command(command)
     cli.add_command(eval_command)
+    cli.add_command(train_command)
     cli.add_command(trajectories_group)
