@@ -1,0 +1,13 @@
+"""V*-style visual search with multi-turn zoom (ViGoRL)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import vista
+
+
+@vista.hookimpl
+def register_envs(register: Any) -> None:
+    register("visual_search/zoom-v0", "vista_plugin_visual_search.env:VisualSearchEnv",
+             description="Find a small target in a 1536x1536 scene shown at low resolution; zoom with crop_zoom")
