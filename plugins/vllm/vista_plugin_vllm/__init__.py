@@ -1,0 +1,20 @@
+"""VISTA plugin: the ``vllm`` model backend (vLLM's offline engine).
+
+Import-light: vLLM loads only when the backend is made, so this plugin loads (and lists its
+backend) even where vLLM is not installed.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import vista
+
+
+@vista.hookimpl
+def register_models(register: Any) -> None:
+    register(
+        "vllm",
+        "vista_plugin_vllm.backend:VLLMBackend",
+        description="vLLM offline engine: batched multi-modal generation with logprobs and token ids",
+    )
