@@ -233,9 +233,11 @@ def bilevel_gae(
         layout.per_turn_sum(batch.token_rewards.to(torch.float64)), layout.at_ends(values), turn_gamma, turn_lam
     )
     steps = (mask | layout.ends) & layout.inside
-    inner = gamma * next_step_values(values, steps) - values
+    rank = steps.cumsum(dim=1)
+    inner = torch.mul(next_step_values(values, steps, rank), gamma).sub_(values)
     delta = torch.where(layout.ends, layout.broadcast(turn_advantages), inner)
-    advantages = reverse_linear_scan(delta, steps, gamma * lam, resets=layout.ends)
+    # Every turn end is a step, so the scan's segments are the turns.
+    advantages = reverse_linear_scan(delta, steps, gamma * lam, segments=layout.turn_id, rank=rank)
     returns = torch.where(steps, advantages + values, 0.0)
     return _finish(batch, advantages, returns, whiten, mask)
 

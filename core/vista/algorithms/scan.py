@@ -53,15 +53,16 @@ def block_length(coef: float, tokens: int) -> int:
     return max(1, min(tokens, int(_MAX_DECADES / -math.log10(coef))))
 
 
-def next_step_values(values: torch.Tensor, steps: torch.Tensor) -> torch.Tensor:
+def next_step_values(values: torch.Tensor, steps: torch.Tensor, rank: torch.Tensor | None = None) -> torch.Tensor:
     """For every position, ``values`` at the first step strictly after it (0 if there is none).
 
     Steps are packed by their running count (a scatter) and read back one slot further on (a
-    gather): two passes, no scan over tokens.
+    gather): two passes, no scan over tokens.  ``rank`` (``steps.cumsum(1)``) may be passed in.
     """
     step_flags = steps.bool()
     batch, tokens = values.shape
-    rank = step_flags.cumsum(dim=1)  # the packed slot of the next step, for every position
+    if rank is None:
+        rank = step_flags.cumsum(dim=1)  # the packed slot of the next step, for every position
     packed = torch.zeros(batch, tokens + 1, dtype=values.dtype, device=values.device)
     packed.scatter_(1, torch.where(step_flags, rank - 1, tokens), values)
     packed[:, tokens] = 0.0  # non-steps were parked here; it is also "after the last step"
@@ -73,12 +74,16 @@ def reverse_linear_scan(
     steps: torch.Tensor,
     coef: float,
     resets: torch.Tensor | None = None,
+    segments: torch.Tensor | None = None,
+    rank: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Solve ``A[p] = delta[p] + coef * A[next step after p]`` for every step ``p`` of every row.
 
     ``delta`` is ``[batch, tokens]``; ``steps`` marks the positions the recursion visits (others are
     skipped and get 0); ``resets`` marks steps whose ``A`` does not look further ahead (e.g. the
-    last token of a turn).  ``coef`` must lie in ``[0, 1]``.  Returns float64.
+    last token of a turn).  Callers that already have them may pass ``segments`` instead of
+    ``resets`` (long, the number of resets strictly before each position) and ``rank``
+    (``steps.cumsum(1)``).  ``coef`` must lie in ``[0, 1]``.  Returns float64.
     """
     if not 0.0 <= coef <= 1.0:
         raise ValueError(f"scan coefficient must lie in [0, 1], got {coef}")
@@ -89,11 +94,12 @@ def reverse_linear_scan(
     if coef == 0.0:
         return deltas
     batch, tokens = deltas.shape
-    segment = None
-    if resets is not None:
+    segment = segments
+    if segment is None and resets is not None:
         reset_flags = (resets.bool() & step_flags).to(torch.long)
         segment = reset_flags.cumsum(dim=1) - reset_flags  # resets strictly before each position
-    rank = step_flags.cumsum(dim=1)  # steps up to and including each position
+    if rank is None:
+        rank = step_flags.cumsum(dim=1)  # steps up to and including each position
     length = block_length(coef, tokens)
     if length >= tokens:
         return torch.where(step_flags, _scan_block(deltas, rank, segment, coef, 0, tokens), 0.0)
@@ -118,25 +124,29 @@ def _scan_block(
 ) -> torch.Tensor:
     """The recursion restricted to positions ``[start, end)`` (later blocks contribute nothing)."""
     weighted = deltas[:, start:end]
-    scale = None
-    if coef < 1.0:
-        before = rank[:, start - 1 : start] if start > 0 else torch.zeros_like(rank[:, :1])
-        scale = torch.pow(coef, (rank[:, start:end] - before).to(torch.float64))
-        weighted = weighted * scale
-        # Suffix sums straight from the end: a prefix-sum difference would cancel catastrophically
-        # once divided by the tiny ``scale`` of late positions.
-        suffix = weighted.flip(-1).cumsum(dim=-1).flip(-1)
-    else:
-        suffix = weighted.sum(dim=-1, keepdim=True) - weighted.cumsum(dim=-1) + weighted
+    seg = None
     if segment is not None:
-        # Drop what lies in later segments: per-segment totals, summed from the last segment back.
         seg = segment[:, start:end] - segment[:, start : start + 1]
         count = int(seg.max().item()) + 2 if seg.numel() else 2
+        # Per-segment totals of the block: what lies in later segments is dropped below.
         totals = torch.zeros(weighted.shape[0], count, dtype=torch.float64, device=weighted.device)
-        totals.scatter_add_(1, seg, weighted)
-        later = totals.flip(-1).cumsum(dim=-1).flip(-1)  # later[s] = sum of segments >= s
+    if coef >= 1.0:
+        # Sum from i to the end of i's segment = (sum of segments up to i's) - (prefix before i).
+        prefix = weighted.cumsum(dim=-1)
+        if seg is None:
+            return weighted.sum(dim=-1, keepdim=True) - prefix + weighted
+        upto = totals.scatter_add_(1, seg, weighted).cumsum(dim=-1)
+        return upto.gather(1, seg) - prefix + weighted
+    before = rank[:, start - 1 : start] if start > 0 else torch.zeros_like(rank[:, :1])
+    scale = torch.pow(coef, (rank[:, start:end] - before).to(torch.float64))
+    weighted = weighted * scale
+    # Suffix sums straight from the end: a prefix-sum difference would cancel catastrophically once
+    # divided by the tiny ``scale`` of late positions.
+    suffix = weighted.flip(-1).cumsum(dim=-1).flip(-1)
+    if seg is not None:
+        later = totals.scatter_add_(1, seg, weighted).flip(-1).cumsum(dim=-1).flip(-1)  # segments >= s
         suffix = suffix - later.gather(1, seg + 1)
-    return suffix if scale is None else suffix / scale
+    return suffix / scale
 
 
 def _carry(

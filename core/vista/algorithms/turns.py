@@ -55,8 +55,8 @@ class TurnLayout:
         """``[batch, max_turns]``: ``token_values`` at each turn's end (0 for missing turns)."""
         out = torch.zeros(token_values.shape[0], self.max_turns + 1, dtype=token_values.dtype,
                           device=token_values.device)
-        slot = torch.where(self.ends, self.turn_id, self.max_turns)
-        out.scatter_(1, slot, torch.where(self.ends, token_values, 0.0))
+        slot = torch.where(self.ends, self.turn_id, self.max_turns)  # non-ends land in a spare slot
+        out.scatter_(1, slot, token_values)
         return out[:, : self.max_turns]
 
     def broadcast(self, per_turn: torch.Tensor) -> torch.Tensor:
@@ -69,8 +69,9 @@ def turn_layout(turn_ends: torch.Tensor | None, fallback_mask: torch.Tensor) -> 
     """The layout from explicit ``turn_ends`` or, when absent, from the runs of ``fallback_mask``
     (every contiguous run of assistant tokens is one turn)."""
     ends = run_ends(fallback_mask) if turn_ends is None else turn_ends.bool()
-    counts = ends.to(torch.long).cumsum(dim=1)
-    turn_id = counts - ends.to(torch.long)  # ends strictly before each token
+    ends_long = ends.to(torch.long)
+    counts = ends_long.cumsum(dim=1)
+    turn_id = counts - ends_long  # ends strictly before each token
     n_turns = counts[:, -1] if counts.shape[1] else torch.zeros(counts.shape[0], dtype=torch.long)
     max_turns = max(int(n_turns.max().item()) if n_turns.numel() else 0, 1)
     return TurnLayout(ends=ends, turn_id=turn_id, n_turns=n_turns, max_turns=max_turns)
