@@ -35,6 +35,19 @@ def ray_cluster() -> Iterator[None]:
     ray.shutdown()
 
 
+def _kill(handle: object) -> None:
+    """ray.kill is asynchronous: wait until the actor is really gone, so the next call sees a dead worker."""
+    ray.kill(handle, no_restart=True)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            ray.get(handle.info.remote(), timeout=5)  # type: ignore[attr-defined]
+        except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+            return
+        time.sleep(0.05)
+    raise AssertionError("the killed actor still answers")
+
+
 def _local_run(seed: int, actions: list[str]) -> list[tuple[str, float]]:
     env = CounterEnv()
     out = [(observation_fingerprint(env.reset(seed=seed)[0]), 0.0)]
@@ -96,7 +109,7 @@ def test_killed_worker_is_replaced_and_the_episode_replayed() -> None:
         for index, action in enumerate(actions):
             if index == 2:
                 old_pid = pool.worker_info(0)["pid"]
-                ray.kill(pool.worker(0)[0], no_restart=True)  # mid-episode
+                _kill(pool.worker(0)[0])  # mid-episode
             result = env.step(action)
             got.append((observation_fingerprint(result.observation), result.reward))
         assert got == expected
@@ -112,7 +125,7 @@ def test_killed_worker_with_recovery_fail_marks_the_episode_failed() -> None:
         env = pool.make_env()
         env.reset(seed=3)
         env.step("+1")
-        ray.kill(pool.worker(0)[0], no_restart=True)
+        _kill(pool.worker(0)[0])
         result = env.step("+1")
         assert result.truncated and result.info["worker_lost"] and "died mid-episode" in result.info["env_error"]
         observation, info = env.reset(seed=3)  # a fresh episode works on the replacement

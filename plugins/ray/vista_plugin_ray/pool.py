@@ -64,7 +64,7 @@ class RayEnvPool:
 
     def __init__(self, env: str, config: dict[str, Any] | None = None, *, num_workers: int = 2,
                  recovery: Recovery = "replay", call_timeout_s: float = 60.0, max_restarts: int = 3,
-                 actor_options: dict[str, Any] | None = None) -> None:
+                 actor_options: dict[str, Any] | None = None, start_timeout_s: float = 120.0) -> None:
         if num_workers < 1:
             raise ValueError("a Ray env pool needs at least one worker")
         if recovery not in ("replay", "fail"):
@@ -73,6 +73,7 @@ class RayEnvPool:
         self.config = dict(config or {})
         self.recovery: Recovery = recovery
         self.call_timeout_s = call_timeout_s
+        self.start_timeout_s = start_timeout_s
         self.max_restarts = max_restarts
         self._actor_class = ray.remote(max_restarts=0, max_task_retries=0)(EnvWorker)
         self._actor_options = dict(actor_options or {})
@@ -160,15 +161,17 @@ class RayEnv(Env):
         self._system_prompt, self.tools = self._create(self._handle)
 
     # ------------------------------------------------------------------ plumbing
-    def _get(self, ref: Any) -> Any:
+    def _get(self, ref: Any, timeout_s: float | None = None) -> Any:
         try:
-            return ray.get(ref, timeout=self.pool.call_timeout_s)
+            return ray.get(ref, timeout=timeout_s or self.pool.call_timeout_s)
         except (RayActorError, GetTimeoutError) as exc:
             raise WorkerLost(f"{type(exc).__name__}: {exc}") from None
 
     def _create(self, handle: Any) -> tuple[str, tuple[str, ...]]:
         try:
-            prompt, tools = self._get(handle.create.remote(self.slot, self.pool.env, self.config))
+            # a fresh actor may still be starting (imports, plugin discovery): give creation more time
+            prompt, tools = self._get(handle.create.remote(self.slot, self.pool.env, self.config),
+                                      max(self.pool.call_timeout_s, self.pool.start_timeout_s))
         except RayTaskError as exc:
             raise EnvWorkerError(f"could not create {self.pool.env} on a Ray worker: {exc.cause!r}") from None
         return str(prompt), tuple(tools)
