@@ -147,3 +147,18 @@ def test_env_runs_the_zoom_itself_when_asked():
     assert len(step.observation.images) == 1 and step.observation.images[0].size == (672, 672)
     final = env.step(env.oracle_response())
     assert final.info["success"]
+
+
+def test_oracle_episodes_through_the_core_rollout_engine():
+    """The engine runs crop_zoom itself (the env never sees the tool turn); the oracle still zooms
+    once, then answers with a grounded point."""
+    from vista.rollout import RolloutEngine, episode_specs
+
+    backend = vista.make_model("scripted", path="oracle")
+    with RolloutEngine(backend) as engine:
+        trajectories = engine.run(episode_specs(ENV, [0, 1, 2]))
+    for trajectory in trajectories:
+        assert trajectory.success, trajectory.failure
+        assert len(trajectory.turns) == 2
+        assert [call.name for call in trajectory.turns[0].tool_calls] == ["crop_zoom"]
+        assert trajectory.total_reward == pytest.approx(1.5)

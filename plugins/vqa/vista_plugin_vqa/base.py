@@ -110,6 +110,7 @@ class ToolQAEnv(Env):
         self.tool_calls: list[dict[str, Any]] = []
         self.responses: list[ParsedResponse] = []
         self.image_budget_used = 0
+        self._oracle_called_tool = False
 
     @property
     def tags(self) -> str:
@@ -256,7 +257,11 @@ class ToolQAEnv(Env):
         if self.done or self.problem is None:
             return None
         call = self.oracle_tool_call()
-        if call is not None and not self.tool_calls and self.tools and call["name"] in self.tools:
+        # An engine that runs tools itself never passes the tool turn to step(), so the oracle also
+        # remembers that it already asked for its tool call.
+        if (call is not None and not self.tool_calls and not self._oracle_called_tool and self.tools
+                and call["name"] in self.tools):
+            self._oracle_called_tool = True
             think = call.pop("think", "I should look more closely first.")
             body = f"<tool_call>{json.dumps(call)}</tool_call>"
             return f"<think>{think}</think>{body}" if self.config.prompt_format == "free_think" else body
