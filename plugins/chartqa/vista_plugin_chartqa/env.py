@@ -8,10 +8,20 @@ from pydantic import Field
 from vista_plugin_vqa.base import Problem, QAEnvConfig, ToolQAEnv
 from vista_plugin_vqa.env import RecordEnvConfig, ShortAnswerVQAEnv
 
+import vista
 from vista_plugin_chartqa.generator import CHART_TYPES, QUESTION_TYPES, ChartType, generate
 
 CHART_INSTRUCTIONS = ("Read the chart. Numbers are judged with a 5% tolerance (years exactly); give just "
                       "the number, category name or word asked for.")
+
+
+class ChartJudging(ToolQAEnv):
+    """ChartQA relaxed accuracy with the env's configured ``tolerance``."""
+
+    def judge(self, name: str) -> Any:
+        if name == "relaxed_numeric" and name not in self._judges:
+            self._judges[name] = vista.make_judge(name, tolerance=self.config.tolerance)  # type: ignore[attr-defined]
+        return super().judge(name)
 
 
 class SyntheticChartConfig(QAEnvConfig):
@@ -23,7 +33,7 @@ class SyntheticChartConfig(QAEnvConfig):
     tolerance: float = Field(0.05, ge=0.0, le=1.0)
 
 
-class SyntheticChartEnv(ToolQAEnv):
+class SyntheticChartEnv(ChartJudging):
     """A fresh chart per seed; the answer is computed from the chart's table."""
 
     config_class = SyntheticChartConfig
@@ -43,19 +53,12 @@ class SyntheticChartEnv(ToolQAEnv):
         return Problem(question.question, [sample.image], question.answer, "relaxed_numeric",
                        oracle_answer=question.answer, info=info)
 
-    def judge(self, name: str) -> Any:
-        if name == "relaxed_numeric" and name not in self._judges:
-            import vista
-
-            self._judges[name] = vista.make_judge(name, tolerance=self.config.tolerance)
-        return super().judge(name)
-
 
 class ChartRecordsConfig(RecordEnvConfig):
     tolerance: float = Field(0.05, ge=0.0, le=1.0)
 
 
-class ChartRecordsEnv(ShortAnswerVQAEnv):
+class ChartRecordsEnv(ChartJudging, ShortAnswerVQAEnv):
     """ChartQA records (``dataset="chartqa"`` + ``dataset_config={"root": ...}``, or any record
     source), always judged with ChartQA's relaxed accuracy."""
 
@@ -69,10 +72,3 @@ class ChartRecordsEnv(ShortAnswerVQAEnv):
         problem = super().make_problem(seed)
         problem.judge = "relaxed_numeric"
         return problem
-
-    def judge(self, name: str) -> Any:
-        if name == "relaxed_numeric" and name not in self._judges:
-            import vista
-
-            self._judges[name] = vista.make_judge(name, tolerance=self.config.tolerance)
-        return super().judge(name)

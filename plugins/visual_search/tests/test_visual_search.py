@@ -89,12 +89,10 @@ def test_end_to_end_colour_target_is_read_from_the_zoom_pixels():
     env = vista.make_env(ENV, target_kinds=["colour"])
 
     def name_colour(info, images):
-        crop = np.asarray(images[-1]).reshape(-1, 3).astype(int)
-        distances = {name: (np.abs(crop - rgb).sum(axis=1) < 40).sum() for name, rgb in COLOURS.items()}
-        # the star sits at the centre of the zoom; count colours in the central patch only
+        # the star sits at the centre of the zoom: the palette colour most present in the central patch
         centre = np.asarray(images[-1])[300:372, 300:372].reshape(-1, 3).astype(int)
-        distances = {name: (np.abs(centre - rgb).sum(axis=1) < 40).sum() for name in distances for rgb in [COLOURS[name]]}
-        colour = max(distances, key=distances.get)
+        counts = {name: int((np.abs(centre - rgb).sum(axis=1) < 40).sum()) for name, rgb in COLOURS.items()}
+        colour = max(counts, key=counts.get)
         return f"<think>At ({info['target_point'][0]}, {info['target_point'][1]}) the star is {colour}.</think><answer>{colour}</answer>"
 
     for seed in (0, 3):
