@@ -122,7 +122,7 @@ class ToolCounterEnv(CounterEnv):
     tools = ("test/zoom", "test/hang")
 
 
-class TestEnvsPlugin:
+class RolloutTestPlugin:
     """Registered per test with the ``vista_plugin`` fixture."""
 
     @vista.hookimpl

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.rollout_testkit import TestEnvsPlugin
+from tests.rollout_testkit import RolloutTestPlugin
 from vista.cli.main import main
 from vista.store import RunReader
 
@@ -17,7 +17,7 @@ ODD = "oddshape/odd-colour-v0"
 
 @pytest.fixture(autouse=True)
 def test_envs(vista_plugin):
-    vista_plugin(TestEnvsPlugin())
+    vista_plugin(RolloutTestPlugin())
 
 
 def vista_cli(capsys, *args: str) -> tuple[int, str]:

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 import vista
-from tests.rollout_testkit import RELEASE, CharTokenBackend, TestEnvsPlugin
+from tests.rollout_testkit import RELEASE, CharTokenBackend, RolloutTestPlugin
 from vista.config import RolloutSection
 from vista.model import Generation, ModelBackend
 from vista.rollout import EpisodeSpec, RolloutEngine, episode_specs
@@ -18,7 +18,7 @@ COUNTER = "test/counter-v0"
 
 @pytest.fixture(autouse=True)
 def test_envs(vista_plugin):
-    vista_plugin(TestEnvsPlugin())
+    vista_plugin(RolloutTestPlugin())
     RELEASE.clear()
     yield
     RELEASE.set()
@@ -48,10 +48,12 @@ def test_counter_env_needs_three_turns_and_one_model_call_per_turn():
 def test_batch_size_caps_live_episodes_and_refills_as_episodes_finish():
     backend = CharTokenBackend(oracle=True)
     specs = [EpisodeSpec(COUNTER, seed, env_config={"target": 1 + seed % 3}) for seed in range(7)]
-    trajectories, _ = run(backend, specs, batch_size=3)
+    with RolloutEngine(backend, RolloutSection(batch_size=3)) as engine:
+        finished = [t.metadata["episode_index"] for t in engine.stream(specs)]
     assert max(backend.calls) == 3 and sum(backend.calls) == sum(1 + seed % 3 for seed in range(7))
-    assert [t.metadata["episode_index"] for t in trajectories] != list(range(7))  # yielded as they finish
-    assert all(t.success for t in trajectories)
+    assert sorted(finished) == list(range(7)) and finished != list(range(7))  # yielded as they finish
+    trajectories, _ = run(CharTokenBackend(oracle=True), specs, batch_size=3)
+    assert [t.seed for t in trajectories] == list(range(7)) and all(t.success for t in trajectories)
 
 
 def test_scripted_backend_gets_the_oracle_of_each_live_env():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.rollout_testkit import IMAGE_TOKENS, CharTokenBackend, TestEnvsPlugin
+from tests.rollout_testkit import IMAGE_TOKENS, CharTokenBackend, RolloutTestPlugin
 from vista.config import RolloutSection, SamplingSection
 from vista.rollout import EpisodeSpec, RolloutEngine
 from vista.rollout.token_view import TokenViewBuilder, continuation_start
@@ -16,7 +16,7 @@ COUNTER = "test/counter-v0"
 
 @pytest.fixture(autouse=True)
 def test_envs(vista_plugin):
-    vista_plugin(TestEnvsPlugin())
+    vista_plugin(RolloutTestPlugin())
 
 
 def _segments(view, value):
@@ -119,9 +119,9 @@ def test_tiny_qwen_token_views_decode_to_the_conversation(tiny_model_dir):
     import vista
 
     backend = vista.make_model("transformers", path=str(tiny_model_dir))
-    settings = RolloutSection(max_turns=3, sampling=SamplingSection(temperature=1.0, max_tokens=12))
+    settings = RolloutSection(max_turns=3, sampling=SamplingSection(temperature=1.0, max_tokens=8))
     with RolloutEngine(backend, settings, seed=3) as engine:
-        trajectories = engine.run([EpisodeSpec(COUNTER, seed) for seed in range(4)])
+        trajectories = engine.run([EpisodeSpec(COUNTER, seed) for seed in range(3)])
     tokenizer = backend.tokenizer
     pad = tokenizer.convert_tokens_to_ids("<|image_pad|>")
     for trajectory in trajectories:

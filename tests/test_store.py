@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.rollout_testkit import CharTokenBackend, TestEnvsPlugin
+from tests.rollout_testkit import CharTokenBackend, RolloutTestPlugin
 from vista.config import RunConfig
 from vista.errors import VistaError
 from vista.rollout import EpisodeSpec, RolloutEngine, RolloutMetrics, episode_specs
@@ -24,7 +24,7 @@ COUNTER = "test/counter-v0"
 
 @pytest.fixture(autouse=True)
 def test_envs(vista_plugin):
-    vista_plugin(TestEnvsPlugin())
+    vista_plugin(RolloutTestPlugin())
 
 
 def _write_run(run_dir: Path, specs, backend=None) -> list[dict]:

@@ -135,7 +135,8 @@ class RolloutEngine:
     """Runs episodes against a model backend.  Thread-safe for one caller at a time.
 
     ``settings`` is the run config's ``rollout`` section; ``seed`` (the run seed) goes into the
-    sampling parameters; ``tools`` adds tools by name on top of those each env declares.
+    sampling parameters; ``tools`` adds tools by name on top of those each env declares.  A trainer
+    may replace ``engine.sampling`` between calls (e.g. a new seed per step) and reuse the engine.
     """
 
     def __init__(
@@ -163,7 +164,7 @@ class RolloutEngine:
     def run(self, episodes: Iterable[EpisodeSpec]) -> list[Trajectory]:
         """Every trajectory, in the order of ``episodes`` (holds them all: prefer :meth:`stream`
         for long runs)."""
-        return list(self.stream(episodes))
+        return list(self.stream(episodes, ordered=True))
 
     def stream(self, episodes: Iterable[EpisodeSpec], ordered: bool = False) -> Iterator[Trajectory]:
         """Yield trajectories as episodes finish (or in input order with ``ordered=True``, which
