@@ -217,3 +217,21 @@ def test_cli_kind_listing_json(kind):
     assert isinstance(items, list)
     for item in items:
         assert {"id", "distribution", "version", "target"} <= set(item)
+
+
+def test_routed_ids_and_positional_only_make(vista_plugin):
+    import vista
+
+    def make_proxy(target: str, kind: str = "k", item_id: str = "i") -> dict:
+        return {"target": target, "kind": kind, "item_id": item_id}
+
+    class Plugin:
+        @vista.hookimpl
+        def register_envs(self, register):
+            register("proxy/*", make_proxy, route_argument="target")
+
+    vista_plugin(Plugin())
+    made = vista.host().make("envs", "proxy/sokoban/sokoban-v0", kind="x", item_id="y")
+    assert made == {"target": "sokoban/sokoban-v0", "kind": "x", "item_id": "y"}
+    with pytest.raises(UnknownItemError):
+        vista.host().make("envs", "proxy/")

@@ -22,33 +22,33 @@ from vista.trajectory import TokenView, Trajectory, Turn
 __version__ = "0.1.0"
 
 
-def make_env(env_id: str, **config: Any) -> Env:
+def make_env(env_id: str, /, **config: Any) -> Env:
     """Create a registered environment, like ``gymnasium.make``."""
     return host().make("envs", env_id, **config)  # type: ignore[no-any-return]
 
 
-def make_tool(tool_id: str, **config: Any) -> Tool:
+def make_tool(tool_id: str, /, **config: Any) -> Tool:
     return host().make("tools", tool_id, **config)  # type: ignore[no-any-return]
 
 
-def make_judge(judge_id: str, **config: Any) -> Judge:
+def make_judge(judge_id: str, /, **config: Any) -> Judge:
     return host().make("judges", judge_id, **config)  # type: ignore[no-any-return]
 
 
-def make_estimator(estimator_id: str, **params: Any) -> Any:
+def make_estimator(estimator_id: str, /, **params: Any) -> Any:
     """The estimator function, with ``params`` bound when given."""
     return host().make("estimators", estimator_id, **params)
 
 
-def make_model(model_id: str, **config: Any) -> ModelBackend:
+def make_model(model_id: str, /, **config: Any) -> ModelBackend:
     return host().make("models", model_id, **config)  # type: ignore[no-any-return]
 
 
-def make_dataset(dataset_id: str, **config: Any) -> Any:
+def make_dataset(dataset_id: str, /, **config: Any) -> Any:
     return host().make("datasets", dataset_id, **config)
 
 
-def make_engine(engine_id: str, **config: Any) -> Any:
+def make_engine(engine_id: str, /, **config: Any) -> Any:
     return host().make("engines", engine_id, **config)
 
 

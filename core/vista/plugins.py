@@ -299,8 +299,8 @@ class PluginHost:
         self.load()
         return [f"{p.distribution} {p.version}" for p in self._plugins.values() if not p.builtin]
 
-    def make(self, kind: str, item_id: str, **config: Any) -> Any:
-        return self.registry(kind).make(item_id, installed_plugins=self.installed_names(), **config)
+    def make(self, kind: str, item_id: str, /, **config: Any) -> Any:
+        return self.registry(kind).make(item_id, _installed_plugins=self.installed_names(), **config)
 
     def spec(self, kind: str, item_id: str) -> ItemSpec:
         return self.registry(kind).spec(item_id, installed_plugins=self.installed_names())

@@ -128,6 +128,10 @@ class Registry:
     def _resolve_id(self, item_id: str) -> str | None:
         if item_id in self._items:
             return item_id
+        # Routed ids: an item registered as "prefix/*" serves every "prefix/<rest>" (e.g. remote/<env id>).
+        for known in self._items:
+            if known.endswith("/*") and item_id.startswith(known[:-1]) and len(item_id) > len(known) - 1:
+                return known
         # An unversioned id picks the newest version, as gymnasium does for "name" vs "name-vN".
         base, version = split_version(item_id)
         if version is not None:
@@ -165,10 +169,16 @@ class Registry:
         lines.append(f"List them with `vista {self.kind}`; install the plugin that provides it with pip.")
         return "\n".join(lines)
 
-    def make(self, item_id: str, installed_plugins: list[str] | None = None, **config: Any) -> Any:
+    def make(self, item_id: str, /, *, _installed_plugins: list[str] | None = None, **config: Any) -> Any:
         """Create the item.  Classes and factories are called with ``config``; for registries that
-        do not instantiate (estimators), config is bound with ``functools.partial``."""
-        obj = self.spec(item_id, installed_plugins=installed_plugins).load()
+        do not instantiate (estimators), config is bound with ``functools.partial``.  An item
+        registered as ``"prefix/*"`` (with metadata ``route_argument``) is made for any
+        ``"prefix/<rest>"`` id, receiving ``<rest>`` as that argument."""
+        spec = self.spec(item_id, installed_plugins=_installed_plugins)
+        if spec.id.endswith("/*"):
+            # the rest of the id goes to the argument the routed item names (default "id")
+            config = {spec.metadata.get("route_argument", "id"): item_id[len(spec.id) - 1:], **config}
+        obj = spec.load()
         if not self.instantiate:
             return functools.partial(obj, **config) if config else obj
         if not callable(obj):

@@ -66,6 +66,7 @@ def test_batched_reset_and_step_match_local_envs(server: BackgroundServer) -> No
 def test_remote_env_passes_check_env(server: BackgroundServer) -> None:
     # through the registry, exactly as a rollout would make it; includes the cross-process check
     check_env("remote", {"url": server.url, "env": ENV_ID})
+    check_env(f"remote/{ENV_ID}", {"url": server.url}, cross_process=False)
 
 
 def test_remote_env_is_a_vista_env_with_prompt_and_oracle(server: BackgroundServer) -> None:

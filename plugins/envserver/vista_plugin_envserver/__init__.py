@@ -17,6 +17,12 @@ def register_envs(register: Any) -> None:
         "vista_plugin_envserver.client:RemoteEnv",
         description="An env hosted by `vista env-server`: remote(url=..., env=..., token=..., config={...}).",
     )
+    register(
+        "remote/*",
+        "vista_plugin_envserver.client:RemoteEnv",
+        route_argument="env",
+        description="remote/<env id>: the env <env id> on a `vista env-server` (url=..., token=..., config={...}).",
+    )
 
 
 @vista.hookimpl
