@@ -103,6 +103,33 @@ VERL_EQUIVALENT = {
 }
 
 
+def time_all(batch: AdvantageBatch, verl: dict[str, Callable[[], Any]] | None, repeats: int,
+             progress: Progress, task: Any) -> dict[str, Any]:
+    """Ours and verl's at the current torch thread count, with verl-over-ours ratios and targets."""
+    ours: dict[str, dict[str, float]] = {}
+    for estimator_id in BUILTIN_ESTIMATORS:
+        fn = vista.make_estimator(estimator_id)
+        ours[estimator_id] = time_ms(lambda fn=fn: fn(batch), repeats)
+        progress.advance(task)
+    result: dict[str, Any] = {"ours_ms": ours}
+    targets = {f"{name}_under_{TARGET_MS:g}ms": ours[name]["median"] < TARGET_MS for name in TARGETED}
+    if verl is not None:
+        verl_ms: dict[str, dict[str, float]] = {}
+        for name, call in verl.items():
+            verl_ms[name] = time_ms(call, max(3, repeats // 2), warmup=1)
+            progress.advance(task)
+        result["verl_ms"] = verl_ms
+        result["verl_over_ours"] = {  # > 1: ours is faster (medians)
+            f"{name}_vs_verl_{other}": round(verl_ms[other]["median"] / ours[name]["median"], 2)
+            for name, other in VERL_EQUIVALENT.items()
+        }
+        targets["never_slower_than_verl"] = all(
+            ours[name]["median"] <= verl_ms[other]["median"] for name, other in VERL_EQUIVALENT.items()
+        )
+    result["targets"] = targets
+    return result
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=256)
@@ -110,6 +137,7 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=5)
     parser.add_argument("--group", type=int, default=8, help="samples per group (GRPO/RLOO)")
     parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--threads", default="1,2", help="torch thread counts to time at, comma-separated")
     parser.add_argument("--loop-rows", type=int, default=4, help="rows the loop references run on")
     args = parser.parse_args()
 
@@ -122,52 +150,43 @@ def main() -> None:
         "turnwise_gae": lambda b: refs.ref_turnwise(b, 0.95, 1.0),
     }
     verl = verl_calls(batch)
-    ours: dict[str, dict[str, float]] = {}
+    thread_counts = [int(part) for part in args.threads.split(",") if part.strip()]
+    per_threads: dict[str, Any] = {}
     loop_ms: dict[str, float] = {}
-    verl_ms: dict[str, dict[str, float]] = {}
-    total = len(BUILTIN_ESTIMATORS) + len(loops) + (len(verl) if verl else 0)
-    with Progress(transient=True, console=None) as progress:
+    load_before = os.getloadavg()[0]
+    total = len(thread_counts) * (len(BUILTIN_ESTIMATORS) + (len(verl) if verl else 0)) + len(loops)
+    with Progress(transient=True) as progress:
         task = progress.add_task("timing estimators", total=total)
-        for estimator_id in BUILTIN_ESTIMATORS:
-            fn = vista.make_estimator(estimator_id)
-            ours[estimator_id] = time_ms(lambda fn=fn: fn(batch), args.repeats)
-            progress.advance(task)
+        for threads in thread_counts:
+            torch.set_num_threads(threads)
+            per_threads[f"threads={threads}"] = time_all(batch, verl, args.repeats, progress, task)
         small = slice_rows(batch, args.loop_rows)
         for name, loop in loops.items():
             elapsed = time_ms(lambda loop=loop: loop(small), repeats=1, warmup=0)["best"]
             loop_ms[name] = round(elapsed * args.rows / args.loop_rows, 1)
             progress.advance(task)
-        for name, call in (verl or {}).items():
-            verl_ms[name] = time_ms(call, max(3, args.repeats // 3), warmup=1)
-            progress.advance(task)
 
+    first = per_threads[f"threads={thread_counts[0]}"]["ours_ms"]
     report: dict[str, Any] = {
-        "load_average_1min": round(os.getloadavg()[0], 2),
+        "load_average_1min": {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2),
+                              "cores": os.cpu_count()},
         "shape": {"rows": args.rows, "tokens": args.tokens, "turns": args.turns, "group": args.group,
                   "loss_mask_fraction": round(batch.response_mask.mean().item(), 3), "dtype": "float32"},
-        "torch": torch.__version__, "threads": torch.get_num_threads(),
-        "ours_ms": ours,
+        "torch": torch.__version__,
+        "verl_version": None,
+        **per_threads,
         "loop_reference_ms": loop_ms,
         "loop_reference_note": (f"per-token Python loops from tests/test_estimators.py timed once on "
                                 f"{args.loop_rows} rows (float64) and scaled x{args.rows / args.loop_rows:g} "
                                 "to the full batch (too slow to run in full)"),
-        "speedup_vs_loop": {name: round(loop_ms[name] / ours[name]["median"], 1) for name in loop_ms},
-        "targets": {f"{name}_under_{TARGET_MS:g}ms": ours[name]["median"] < TARGET_MS for name in TARGETED},
+        f"speedup_vs_loop_threads={thread_counts[0]}": {
+            name: round(loop_ms[name] / first[name]["median"], 1) for name in loop_ms},
     }
     if verl is not None:
         import verl as verl_package
 
         report["verl_version"] = verl_package.__version__
-        report["verl_ms"] = verl_ms
-        report["verl_over_ours"] = {  # > 1: ours is faster (medians)
-            f"{name}_vs_verl_{other}": round(verl_ms[other]["median"] / ours[name]["median"], 2)
-            for name, other in VERL_EQUIVALENT.items()
-        }
-        report["targets"]["never_slower_than_verl"] = all(
-            ours[name]["median"] <= verl_ms[other]["median"] for name, other in VERL_EQUIVALENT.items()
-        )
     else:
-        report["verl_ms"] = None
         report["verl_note"] = "verl not importable here; run with .venvs/verl/bin/python for verl numbers"
     print(json.dumps(report, indent=2))
 

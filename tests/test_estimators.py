@@ -269,6 +269,26 @@ def test_masked_and_plain_gae_match_loop_reference(seed, split_masks):
             close(out.returns * steps, ret * steps)
 
 
+@pytest.mark.parametrize("split_masks", [False, True])
+def test_reinforce_plus_plus_family_matches_loop_reference(split_masks):
+    batch = random_batch(seed=6, split_masks=split_masks)
+    rows, tokens = batch.token_rewards.shape
+    # baseline: group-centred total reward on every advantage-mask token, whitened over the loss mask
+    scores = [sum(batch.token_rewards[b].tolist()) for b in range(rows)]
+    groups = batch.group_ids.tolist()
+    centred = []
+    for b in range(rows):
+        mates = [scores[o] for o in range(rows) if groups[o] == groups[b]]
+        centred.append(scores[b] - (sum(mates) / len(mates) if len(mates) > 1 else 0.0))
+    tiled = torch.tensor(centred, dtype=torch.float64).unsqueeze(1) * batch.advantage_mask
+    close(est.reinforce_plus_plus_baseline(batch).advantages,
+          ref_whiten(tiled, batch.response_mask, batch.advantage_mask))
+    # REINFORCE++: discounted reward-to-go over advantage-mask tokens = masked GAE with V = 0, lam = 1
+    zero_values = AdvantageBatch(**{**batch.__dict__, "values": torch.zeros(rows, tokens, dtype=torch.float64)})
+    expected, _ = ref_gae(zero_values, 0.8, 1.0, masked=True)
+    close(est.reinforce_plus_plus(batch, gamma=0.8).advantages, expected)
+
+
 def test_long_rows_with_a_small_discount_use_several_blocks():
     # gamma * lam = 0.05 -> blocks of ~190 tokens: the carry between blocks must be exact
     assert block_length(0.05, 900) < 900

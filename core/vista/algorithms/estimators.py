@@ -51,7 +51,7 @@ from __future__ import annotations
 import torch
 
 from vista.algorithms.groups import group_index, group_stats
-from vista.algorithms.masked import masked_whiten
+from vista.algorithms.masked import WHITEN_EPS, masked_whiten
 from vista.algorithms.scan import next_step_values, positions, reverse_linear_scan
 from vista.algorithms.turns import turn_layout, turn_level_gae
 from vista.estimator import AdvantageBatch, AdvantageOutput
@@ -182,14 +182,29 @@ def reinforce_plus_plus(batch: AdvantageBatch, /, gamma: float = 1.0, whiten: bo
 
 
 def reinforce_plus_plus_baseline(batch: AdvantageBatch, /, whiten: bool = True) -> AdvantageOutput:
-    """REINFORCE++ with a group-mean baseline: ``R - mean_g`` on every token, whitened."""
+    """REINFORCE++ with a group-mean baseline: ``R - mean_g`` on every token, whitened.
+
+    The whitening statistics of a per-row constant need only per-row token counts, so the whole
+    estimator is one broadcast over the tokens, like GRPO's.
+    """
     _check_batch(batch, "reinforce_plus_plus_baseline")
     scores = _scores(batch)
-    stats = group_stats(scores, _group_index(batch, "reinforce_plus_plus_baseline"))
-    mask = _advantage_mask(batch)
-    tiled = torch.where(mask, (scores - stats.mean).unsqueeze(1), 0.0)
-    advantages = _finish(batch, tiled, tiled, whiten, mask).advantages
-    return AdvantageOutput(advantages=advantages, returns=advantages)
+    centred = scores - group_stats(scores, _group_index(batch, "reinforce_plus_plus_baseline")).mean
+    if whiten:
+        loss_counts = batch.response_mask.sum(dim=1, dtype=torch.float64)
+        if batch.advantage_mask is None or batch.advantage_mask is batch.response_mask:
+            counts = loss_counts  # loss tokens holding the row's value (the others hold 0)
+        else:
+            counts = (batch.response_mask.bool() & batch.advantage_mask.bool()).sum(dim=1).to(torch.float64)
+        total = int(loss_counts.sum().item())
+        mean = (counts * centred).sum() / (total + WHITEN_EPS)
+        if total < 2:
+            centred = centred - mean
+        else:
+            spread = (counts * (centred - mean).square()).sum() + ((loss_counts - counts) * mean.square()).sum()
+            variance = spread / (total + WHITEN_EPS) * total / (total - 1)
+            centred = (centred - mean) * torch.rsqrt(variance + WHITEN_EPS)
+    return _outcome(batch, centred)
 
 
 # ------------------------------------------------------------------------------- GAE family

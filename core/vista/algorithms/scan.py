@@ -126,8 +126,8 @@ def _scan_block(
     weighted = deltas[:, start:end]
     seg = None
     if segment is not None:
-        seg = segment[:, start:end] - segment[:, start : start + 1]
-        count = int(seg.max().item()) + 2 if seg.numel() else 2
+        seg = segment[:, start:end] if start == 0 else segment[:, start:end] - segment[:, start : start + 1]
+        count = int(seg[:, -1].max().item()) + 2  # segment ids never decrease along a row
         # Per-segment totals of the block: what lies in later segments is dropped below.
         totals = torch.zeros(weighted.shape[0], count, dtype=torch.float64, device=weighted.device)
     if coef >= 1.0:
