@@ -234,26 +234,23 @@ def test_reinforce_plus_plus_by_hand():
 
 
 # ------------------------------------------------------------------- against loop references
-@pytest.mark.parametrize("seed", [0, 1, 2])
-@pytest.mark.parametrize("split_masks", [False, True])
-def test_bilevel_matches_loop_reference(seed, split_masks):
-    batch = random_batch(seed=seed, split_masks=split_masks)
-    for params in [(1.0, 1.0, 0.95, 1.0), (0.99, 0.9, 0.8, 0.7), (0.5, 0.3, 1.0, 0.0)]:
-        adv, ret = ref_bilevel(batch, *params)
-        out = est.bilevel_gae(batch, gamma=params[0], lam=params[1], turn_gamma=params[2], turn_lam=params[3])
-        close(out.advantages, adv)
-        close(out.returns, ret)
+TURN_CASES = [
+    *[("bilevel_gae", dict(gamma=g, lam=lam, turn_gamma=tg, turn_lam=tl))
+      for g, lam, tg, tl in [(1.0, 1.0, 0.95, 1.0), (0.99, 0.9, 0.8, 0.7), (0.5, 0.3, 1.0, 0.0)]],
+    *[("turnwise_gae", dict(turn_gamma=tg, turn_lam=tl)) for tg, tl in [(0.95, 1.0), (0.7, 0.5), (1.0, 1.0)]],
+]
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("split_masks", [False, True])
-def test_turnwise_matches_loop_reference(seed, split_masks):
+@pytest.mark.parametrize(("estimator_id", "params"), TURN_CASES)
+def test_turn_estimators_match_loop_reference(seed, split_masks, estimator_id, params):
     batch = random_batch(seed=seed, split_masks=split_masks)
-    for turn_gamma, turn_lam in [(0.95, 1.0), (0.7, 0.5), (1.0, 1.0)]:
-        adv, ret = ref_turnwise(batch, turn_gamma, turn_lam)
-        out = est.turnwise_gae(batch, turn_gamma=turn_gamma, turn_lam=turn_lam)
-        close(out.advantages, adv)
-        close(out.returns, ret)
+    reference = ref_bilevel if estimator_id == "bilevel_gae" else ref_turnwise
+    adv, ret = reference(batch, **params)
+    out = getattr(est, estimator_id)(batch, **params)
+    close(out.advantages, adv)
+    close(out.returns, ret)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])

@@ -91,9 +91,9 @@ def reverse_linear_scan(
         raise ValueError(f"delta {tuple(delta.shape)} and steps {tuple(steps.shape)} must be equal 2-D shapes")
     step_flags = steps.bool()
     deltas = torch.where(step_flags, delta.to(torch.float64), 0.0)
-    if coef == 0.0:
-        return deltas
     batch, tokens = deltas.shape
+    if coef == 0.0 or tokens == 0:
+        return deltas
     segment = segments
     if segment is None and resets is not None:
         reset_flags = (resets.bool() & step_flags).to(torch.long)
