@@ -63,7 +63,7 @@ def bench_transformers(model_dir: Path, batch: int, tokens: int, repeats: int) -
 
     def bare() -> None:
         with torch.no_grad():
-            backend.model.generate(**inputs, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=True)
+            backend.model.generate(**inputs, max_new_tokens=tokens, do_sample=True, top_k=0, top_p=1.0)
 
     bare()
     bare_s = _best(bare, repeats)
@@ -76,7 +76,7 @@ def bench_transformers(model_dir: Path, batch: int, tokens: int, repeats: int) -
 def bench_serve(model_dir: Path, batch: int, tokens: int, repeats: int) -> dict[str, Any]:
     from vista_plugin_openai.backend import OpenAIBackend
     from vista_plugin_transformers.backend import TransformersBackend
-    from vista_plugin_transformers.server import free_port
+    from vista_plugin_transformers.server import free_port, wait_for_health
 
     port = free_port()
     process = subprocess.Popen(
@@ -85,15 +85,7 @@ def bench_serve(model_dir: Path, batch: int, tokens: int, repeats: int) -> dict[
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "OMP_NUM_THREADS": "1"})
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                if time.monotonic() > deadline or process.poll() is not None:
-                    raise RuntimeError("vista serve did not start") from None
-                time.sleep(0.2)
+        wait_for_health(url, process, timeout_s=120)
         client = OpenAIBackend(url, model="tiny", max_concurrency=batch)
         chats = _chats(batch)
         params = SamplingParams(temperature=1.0, max_tokens=tokens, seed=0)

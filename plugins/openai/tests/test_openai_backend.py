@@ -9,7 +9,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ fastapi = pytest.importorskip("fastapi")
 server_module = pytest.importorskip("vista_plugin_transformers.server")
 BackgroundServer = server_module.BackgroundServer
 free_port = server_module.free_port
+wait_for_health = server_module.wait_for_health
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=6)
 FAST_RETRY = {"backoff_s": 0.01, "max_backoff_s": 0.05}
@@ -42,25 +42,16 @@ def vista_serve(tiny_model_dir: Path) -> Iterator[str]:
     """``vista serve`` on a free port, as a user would start it."""
     port = free_port()
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    process = subprocess.Popen(
-        [sys.executable, "-c", "from vista.cli.main import main; main()", "serve", str(tiny_model_dir),
-         "--port", str(port), "--model-name", "tiny", "--batch-window-ms", "50"],
-        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
+    log_path = tiny_model_dir.parent / f"vista-serve-{port}.log"
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-c", "from vista.cli.main import main; main()", "serve", str(tiny_model_dir),
+             "--port", str(port), "--model-name", "tiny", "--batch-window-ms", "50"],
+            env=env, stdout=log, stderr=subprocess.STDOUT,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"vista serve exited: {process.stdout.read() if process.stdout else ''}")
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("vista serve did not become healthy in 120 s")
-            time.sleep(0.2)
+        wait_for_health(url, process, timeout_s=120, log_path=log_path)
         yield url
     finally:
         process.terminate()

@@ -282,3 +282,29 @@ class BackgroundServer:
         self._server.should_exit = True
         if self._thread is not None:
             self._thread.join(timeout=10)
+
+
+def wait_for_health(url: str, process: Any = None, timeout_s: float = 120.0, log_path: Any = None) -> None:
+    """Poll ``url/health`` until it answers 200.  Raises with the tail of ``log_path`` when the
+    server ``process`` (a ``subprocess.Popen``) exits first or ``timeout_s`` passes."""
+    import pathlib
+
+    import httpx
+
+    def tail() -> str:
+        if log_path is None or not pathlib.Path(log_path).exists():
+            return ""
+        return "\n" + pathlib.Path(log_path).read_text(errors="replace")[-3000:]
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"server for {url} exited with code {process.returncode}{tail()}")
+        try:
+            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{url}/health did not answer 200 within {timeout_s:.0f} s{tail()}")
+        time.sleep(0.2)

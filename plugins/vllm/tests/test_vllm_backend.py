@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,12 +15,11 @@ import pytest
 
 pytest.importorskip("vllm", reason="vLLM is not installed here; run bash scripts/test.d/vllm.sh")
 
-import httpx  # noqa: E402
 import torch  # noqa: E402
 from PIL import Image  # noqa: E402
 from vista_plugin_transformers.backend import TransformersBackend  # noqa: E402
 from vista_plugin_transformers.chat import encode_chats  # noqa: E402
-from vista_plugin_transformers.server import free_port  # noqa: E402
+from vista_plugin_transformers.server import free_port, wait_for_health  # noqa: E402
 
 import vista  # noqa: E402
 from vista.model import SamplingParams  # noqa: E402
@@ -105,22 +103,12 @@ def vllm_server(tiny_model_dir: Path) -> Iterator[str]:
                "--host", "127.0.0.1", "--port", str(port), "--served-model-name", "tiny", "--dtype", "float32",
                "--max-model-len", "1024", "--enforce-eager", "--limit-mm-per-prompt", '{"image": 1, "video": 0}',
                "--logprobs-mode", "processed_logprobs"]
-    log = open(tiny_model_dir.parent / f"vllm-server-{port}.log", "w")  # noqa: SIM115 - closed below
-    process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
+    log_path = tiny_model_dir.parent / f"vllm-server-{port}.log"
+    with open(log_path, "w") as log:
+        process = subprocess.Popen(command, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 240
-        while True:
-            if process.poll() is not None:
-                raise RuntimeError(f"vLLM server exited: {Path(log.name).read_text()[-3000:]}")
-            try:
-                if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"vLLM server not healthy in 240 s: {Path(log.name).read_text()[-3000:]}")
-            time.sleep(0.5)
+        wait_for_health(url, process, timeout_s=240, log_path=log_path)
         yield url
     finally:
         process.terminate()
@@ -128,7 +116,6 @@ def vllm_server(tiny_model_dir: Path) -> Iterator[str]:
             process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             process.kill()
-        log.close()
 
 
 def test_openai_backend_against_the_vllm_server(vllm_server: str, hf_backend: TransformersBackend) -> None:
