@@ -85,7 +85,7 @@ class Policy:
         hidden = int(self._text_config().hidden_size)
         self.value_head: nn.Linear | None = nn.Linear(hidden, 1).to(device) if value_head else None
         if self.value_head is not None:
-            nn.init.zeros_(self.value_head.weight)
+            nn.init.normal_(self.value_head.weight, std=0.02)
             nn.init.zeros_(self.value_head.bias)
         self.reference: Any = None
         self.lora = False

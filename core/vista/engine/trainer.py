@@ -221,6 +221,7 @@ class LocalEngine:
                            seconds=time.perf_counter() - started)
             self.state.sft_step += 1
             self.logger.log(metrics)
+            self._check_nan_limit()
             self.progress.update(task, advance=1, info=f"loss {metrics['loss']:.3f}")
             self._after_step("sft", self.state.sft_step)
         self._save("sft-end")
@@ -270,6 +271,7 @@ class LocalEngine:
                 metrics = self._rl_step()
                 self.state.rl_step += 1
                 self.logger.log(metrics)
+                self._check_nan_limit()
                 self.progress.update(task, advance=1, info=f"reward {metrics['reward_mean']:.2f} "
                                      f"success {metrics['success_rate']:.2f}")
                 done = self.state.rl_step == trainer.steps
@@ -467,11 +469,14 @@ class LocalEngine:
         self.state.nan_steps.append(self.state.global_step + 1)
         self.console.print(f"[yellow]{stage} step {step}: non-finite loss or gradient; update skipped "
                            f"({len(self.state.nan_steps)} so far)[/yellow]")
+
+    def _check_nan_limit(self) -> None:
+        """Called after the step's metrics are written, so the record shows every skipped step."""
         if len(self.state.nan_steps) >= self.config.trainer.max_nan_steps:
             path = self._save("nan-stop")
             raise TrainingError(
                 f"stopped after {len(self.state.nan_steps)} non-finite steps (global steps {self.state.nan_steps}); "
-                f"the last good weights are in {path}. Lower the learning rate (trainer.lr / sft.lr), keep "
+                f"a checkpoint of this point is in {path} (no update was applied on those steps). Lower the learning rate (trainer.lr / sft.lr), keep "
                 "trainer.max_grad_norm set, or raise trainer.max_nan_steps")
 
     def _after_step(self, stage: str, step: int) -> None:
