@@ -26,7 +26,7 @@ def init_tiny_command(out_dir: Path, arch: str, seed: int) -> None:
 @click.option("--port", default=8000, show_default=True, type=int)
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda, cuda:1 ...")
 @click.option("--model-name", default=None, help="Name reported at /v1/models (default: MODEL_DIR).")
-@click.option("--batch-window-ms", default=5.0, show_default=True, type=float,
+@click.option("--batch-window-ms", default=20.0, show_default=True, type=float,
               help="How long the first waiting request waits for others to join its batch.")
 @click.option("--max-batch-size", default=64, show_default=True, type=int)
 @click.option("--max-tokens", "default_max_tokens", default=256, show_default=True, type=int,

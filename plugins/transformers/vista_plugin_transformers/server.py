@@ -175,7 +175,7 @@ def _choice(index: int, generation: Generation, want_logprobs: bool, want_ids: b
     return choice
 
 
-def create_app(backend: ModelBackend, model_name: str, *, batch_window_ms: float = 5.0,
+def create_app(backend: ModelBackend, model_name: str, *, batch_window_ms: float = 20.0,
                max_batch_size: int = 64, default_max_tokens: int = 256) -> FastAPI:
     """The FastAPI app: ``GET /health``, ``GET /v1/models``, ``POST /v1/chat/completions``,
     ``GET /stats`` (batching counters)."""
