@@ -217,3 +217,39 @@ def test_call_pool_replaces_a_hung_worker():
     assert isinstance(failed.error, ZeroDivisionError) and "ZeroDivisionError" in failed.describe("x", 5)
     gate.set()
     pool.close()
+
+
+def test_a_forever_hung_env_does_not_keep_the_process_alive(tmp_path):
+    """Pool threads are daemons: the program ends even though an env thread never returns."""
+    import subprocess
+    import sys
+    import textwrap
+    from pathlib import Path
+
+    script = textwrap.dedent(f"""
+        import sys, threading
+        sys.path.insert(0, {str(Path(__file__).parent.parent)!r})
+        import vista
+        from vista.plugins import PluginInfo
+        from vista.config import RolloutSection
+        from vista.rollout import RolloutEngine, EpisodeSpec
+        from tests.rollout_testkit import CounterEnv, CharTokenBackend
+
+        class Stuck(CounterEnv):
+            def step(self, action):
+                threading.Event().wait()
+
+        class Plugin:
+            @vista.hookimpl
+            def register_envs(self, register):
+                register("test/stuck-v0", Stuck)
+
+        vista.host().load()
+        vista.host().register_object(Plugin(), PluginInfo("stuck", "stuck", "0", "stuck"))
+        with RolloutEngine(CharTokenBackend(oracle=True), RolloutSection(env_timeout_s=0.2)) as engine:
+            (trajectory,) = engine.run([EpisodeSpec("test/stuck-v0", 0)])
+        print(trajectory.failure)
+    """)
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "env.step() timed out after 0.2s"
