@@ -63,6 +63,12 @@ class Env(abc.ABC):
         baselines, SFT data and tests).  ``None`` means the env has no oracle."""
         return None
 
+    def tool_context_metadata(self) -> dict[str, Any]:
+        """Extra ``ToolContext.metadata`` for tool calls in this episode.  An env that shows the
+        model a downscaled image puts the original here (``{"full_resolution": {0: image}}``) so
+        crop/zoom tools cut from the real pixels."""
+        return {}
+
     def close(self) -> None:
         """Release resources.  Must be safe to call twice."""
 

@@ -371,8 +371,13 @@ class RolloutEngine:
 
     def _submit_tools(self, episode: _Episode, calls: Sequence[Any]) -> list[tuple[_Episode, str, Any]]:
         jobs: list[tuple[_Episode, str, Any]] = []
-        context = ToolContext(images=list(episode.images_seen),
-                              metadata={"env_id": episode.spec.env_id, "seed": episode.spec.seed})
+        metadata: dict[str, Any] = {"env_id": episode.spec.env_id, "seed": episode.spec.seed}
+        if episode.env is not None:
+            try:
+                metadata.update(episode.env.tool_context_metadata())
+            except Exception as exc:  # noqa: BLE001 - a buggy env must not take the batch down
+                metadata["tool_context_error"] = f"{type(exc).__name__}: {exc}"
+        context = ToolContext(images=list(episode.images_seen), metadata=metadata)
         for index, call in enumerate(calls):
             name = call.name or "?"
             if index >= MAX_TOOL_CALLS_PER_TURN:

@@ -160,3 +160,18 @@ def test_oracle_episodes_through_the_core_rollout_engine():
         assert len(trajectory.turns) == 2
         assert [call.name for call in trajectory.turns[0].tool_calls] == ["crop_zoom"]
         assert trajectory.total_reward == pytest.approx(1.5)
+
+
+def test_engine_zooms_cut_from_the_full_resolution_original():
+    """The engine passes env.tool_context_metadata() to tools, so its crop equals the env's own
+    full-resolution zoom (not an upscaled crop of the 512-pixel view)."""
+    from vista.rollout import RolloutEngine, episode_specs
+
+    env = vista.make_env(ENV, execute_tools=True)
+    env.reset(seed=0)
+    expected = env.step(env.oracle_response()).observation.images[0]
+    with RolloutEngine(vista.make_model("scripted", path="oracle")) as engine:
+        (trajectory,) = engine.run(episode_specs(ENV, [0]))
+    zoomed = trajectory.turns[1].images[-1]
+    assert zoomed.size == expected.size
+    assert zoomed.tobytes() == expected.tobytes()
