@@ -113,8 +113,8 @@ def _plot_evals(axis: Any, evals: Iterable[dict[str, Any]]) -> None:
         return
     xs = [row["rl_step"] for row in rows]
     ys = [row["success"]["value"] for row in rows]
-    low = [row["success"]["value"] - row["success"]["ci95_low"] for row in rows]
-    high = [row["success"]["ci95_high"] - row["success"]["value"] for row in rows]
+    low = [max(0.0, row["success"]["value"] - row["success"]["ci95_low"]) for row in rows]
+    high = [max(0.0, row["success"]["ci95_high"] - row["success"]["value"]) for row in rows]
     axis.errorbar(xs, ys, yerr=[low, high], fmt="o", capsize=3, label="held-out success (95% CI)")
     for x, y, row in zip(xs, ys, rows, strict=True):
         axis.annotate(row["label"], (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
