@@ -5,17 +5,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from pydantic import ValidationError
 from vista_plugin_frozenlake.lake import ACTION_NAMES, GenerationError, distances_to_goal, generate_map
-from vista_plugin_gymnasium.expert import generate_expert_trajectories
-from vista_plugin_gymnasium.formats import PROMPT_FORMATS
-from vista_plugin_gymnasium.testing import (
+
+import vista
+from vista.games.expert import generate_expert_trajectories
+from vista.games.formats import PROMPT_FORMATS
+from vista_sdk import check_env
+from vista_sdk.game_testing import (
     episode_fingerprint,
     fingerprint_in_subprocess,
     model_outputs,
     play_oracle_checked,
 )
-
-import vista
-from vista_sdk import check_env
 
 ENV_ID = "frozenlake/frozenlake-v0"
 GYM_4X4 = ["SFFF", "FHFH", "FFFH", "HFFG"]  # gymnasium's default 4x4 map; shortest path 6 moves

@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 from pydantic import Field, model_validator
-from vista_plugin_gymnasium.gamekit import ActionResult, GameConfig, TextGameEnv
-from vista_plugin_gymnasium.relations import describe, relations
-from vista_plugin_gymnasium.sprites import compose, paint
 
+from vista.games.gamekit import ActionResult, GameConfig, TextGameEnv
+from vista.games.relations import describe, relations
+from vista.games.sprites import compose, paint
 from vista_plugin_frozenlake import render
 from vista_plugin_frozenlake.lake import ACTION_NAMES, LakeMap, from_rows, generate_map, neighbour
 

@@ -1,11 +1,12 @@
-"""FrozenLake sprites, drawn once per tile size as numpy arrays (see ``vista_plugin_gymnasium.sprites``)."""
+"""FrozenLake sprites, drawn once per tile size as numpy arrays (see ``vista.games.sprites``)."""
 
 from __future__ import annotations
 
 from functools import lru_cache
 
 import numpy as np
-from vista_plugin_gymnasium.sprites import centred_coords, freeze, solid
+
+from vista.games.sprites import centred_coords, freeze, solid
 
 FROZEN, HOLE, GOAL, PLAYER, PLAYER_IN_HOLE, PLAYER_ON_GOAL = range(6)
 

@@ -4,13 +4,13 @@ import pytest
 from gymnasium.utils.env_checker import check_env as gymnasium_check_env
 from hypothesis import HealthCheck, given, settings
 from pydantic import ValidationError
-from vista_plugin_gymnasium.expert import generate_expert_trajectories
-from vista_plugin_gymnasium.formats import PROMPT_FORMATS
-from vista_plugin_gymnasium.testing import episode_fingerprint, fingerprint_in_subprocess, model_outputs
 from vista_plugin_gymnasium.to_gymnasium import VistaGymEnv
 
 import vista
+from vista.games.expert import generate_expert_trajectories
+from vista.games.formats import PROMPT_FORMATS
 from vista_sdk import check_env
+from vista_sdk.game_testing import episode_fingerprint, fingerprint_in_subprocess, model_outputs
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 

@@ -1,10 +1,9 @@
-"""Gymnasium for VISTA, both ways, plus the turn kit the grid games share.
+"""Gymnasium for VISTA, both ways.
 
 - :mod:`vista_plugin_gymnasium.from_gymnasium`: a gymnasium env with a discrete action space (and
   ``rgb_array``/``ansi`` rendering) as a VISTA env whose actions are names like ``Left``.
 - :mod:`vista_plugin_gymnasium.to_gymnasium`: a VISTA env as a ``gymnasium.Env`` with text actions.
-- :mod:`vista_plugin_gymnasium.gamekit`, ``formats``, ``relations``, ``expert``: prompt formats,
-  multi-action turns, VAGEN relation states and expert trajectories (used by Sokoban, FrozenLake).
+- The turn kit (prompt formats, multi-action turns, relations, experts) lives in :mod:`vista.games`.
 
 Kept import-light: gymnasium itself loads only when an env is made.
 """

@@ -5,20 +5,20 @@ from collections import deque
 import pytest
 from hypothesis import HealthCheck, given, settings
 from pydantic import ValidationError
-from vista_plugin_gymnasium.expert import expert_trajectory, generate_expert_trajectories
-from vista_plugin_gymnasium.formats import PROMPT_FORMATS
-from vista_plugin_gymnasium.testing import (
-    episode_fingerprint,
-    fingerprint_in_subprocess,
-    model_outputs,
-    play_oracle_checked,
-)
 from vista_plugin_sokoban.generate import GenerationError, generate_level
 from vista_plugin_sokoban.level import ACTION_NAMES, move, parse_level
 from vista_plugin_sokoban.solver import reverse_distances, solve
 
 import vista
+from vista.games.expert import expert_trajectory, generate_expert_trajectories
+from vista.games.formats import PROMPT_FORMATS
 from vista_sdk import check_env
+from vista_sdk.game_testing import (
+    episode_fingerprint,
+    fingerprint_in_subprocess,
+    model_outputs,
+    play_oracle_checked,
+)
 
 ENV_ID = "sokoban/sokoban-v0"
 CORRIDOR = "#######\n#P_X_O#\n#######"  # optimal: Right, Right, Right

@@ -12,10 +12,10 @@ from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
-from vista_plugin_gymnasium.gamekit import ActionResult, GameConfig, TextGameEnv
-from vista_plugin_gymnasium.relations import describe, relations
-from vista_plugin_gymnasium.sprites import compose, paint
 
+from vista.games.gamekit import ActionResult, GameConfig, TextGameEnv
+from vista.games.relations import describe, relations
+from vista.games.sprites import compose, paint
 from vista_plugin_sokoban import render
 from vista_plugin_sokoban.generate import generate_level
 from vista_plugin_sokoban.level import ACTION_NAMES, Level, State, move, parse_level

@@ -1,11 +1,12 @@
-"""Sokoban sprites, drawn once per tile size as numpy arrays (see ``vista_plugin_gymnasium.sprites``)."""
+"""Sokoban sprites, drawn once per tile size as numpy arrays (see ``vista.games.sprites``)."""
 
 from __future__ import annotations
 
 from functools import lru_cache
 
 import numpy as np
-from vista_plugin_gymnasium.sprites import centred_coords, freeze, solid
+
+from vista.games.sprites import centred_coords, freeze, solid
 
 # Tile kinds, in the order of the array returned by `tiles`.
 WALL, FLOOR, TARGET, BOX, BOX_ON_TARGET, PLAYER, PLAYER_ON_TARGET = range(7)

@@ -20,8 +20,8 @@ from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from vista import Env, Observation, StepResult
+from vista.games.formats import FormatSpec, PromptFormat, format_spec
 from vista.parsing import parse_response, split_actions
-from vista_plugin_gymnasium.formats import FormatSpec, PromptFormat, format_spec
 
 RenderMode = Literal["vision", "text", "both"]
 _PREVIEW = 40

@@ -71,7 +71,7 @@ def fingerprint_in_subprocess(env_id: str, config: dict[str, Any], seed: int, re
                               hash_seed: str = "4242") -> str:
     """The same fingerprint computed in a fresh interpreter with another ``PYTHONHASHSEED``."""
     payload = json.dumps([env_id, config, seed, list(responses)])
-    code = ("import json, sys; from vista_plugin_gymnasium.testing import episode_fingerprint as f; "
+    code = ("import json, sys; from vista_sdk.game_testing import episode_fingerprint as f; "
             "print(f(*json.loads(sys.argv[1])))")
     env = dict(os.environ, PYTHONHASHSEED=hash_seed)
     done = subprocess.run([sys.executable, "-c", code, payload], capture_output=True, text=True, env=env,
