@@ -28,15 +28,20 @@ if [ -f "$STAMP" ]; then
 fi
 
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
-PIP=("$VENV/bin/python" -m pip install -q --disable-pip-version-check)
+# pip, quiet, without the warnings about absent local index folders; keeps pip's exit status.
+pip_install() {
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check "$@" 2>&1 \
+    | { grep -v "is ignored: it is neither" || true; }
+  return "${PIPESTATUS[0]}"
+}
 # The CPU build of torch first: with it installed, every torch range below is already satisfied and
 # pip never pulls the multi-GB CUDA build.
-"${PIP[@]}" "torch==2.13.0"
+pip_install "torch==2.13.0"
 EDITABLES=(-e ".[dev,torch]" -e sdk)
 for plugin in plugins/*/ contrib/*/; do
   [ -f "$plugin/pyproject.toml" ] && EDITABLES+=(-e "$plugin")
 done
-"${PIP[@]}" "${EDITABLES[@]}" 2>&1 | grep -v "is ignored: it is neither" || true
+pip_install "${EDITABLES[@]}" "torch==2.13.0"
 "$VENV/bin/python" -c "import vista, vista_sdk" >/dev/null
 # Extra fixes other issues need (torchvision guard etc.) hook in here.
 for fix in scripts/setup.d/*.sh; do

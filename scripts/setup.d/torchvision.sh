@@ -16,7 +16,8 @@ TORCHVISION_VERSION=${TORCHVISION_VERSION:-0.28.0}
 installed=$("$PY" -m pip show torchvision 2>/dev/null | sed -n 's/^Version: //p' || true)
 if [ -z "$installed" ]; then
   echo "setup.d/torchvision: installing torchvision==$TORCHVISION_VERSION (--no-deps, keeps CPU torch)"
-  "$PY" -m pip install -q --disable-pip-version-check --no-deps "torchvision==$TORCHVISION_VERSION"
+  "$PY" -m pip install -q --disable-pip-version-check --no-deps "torchvision==$TORCHVISION_VERSION" 2>&1 \
+    | { grep -v "is ignored: it is neither" || true; }
 fi
 
 "$PY" - <<'EOF'
