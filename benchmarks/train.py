@@ -127,7 +127,7 @@ def run_trl(trl_python: str, model_dir: Path, work: Path, steps: int, seeds_per_
     (work / "trl_grpo.py").write_text(TRL_SCRIPT)
     started = time.perf_counter()
     proc = subprocess.run([trl_python, str(work / "trl_grpo.py"), str(work / "spec.json")], capture_output=True,
-                          text=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"}, timeout=1800)
+                          text=True, env={**os.environ, "TOKENIZERS_PARALLELISM": "false"}, timeout=900)
     wall = time.perf_counter() - started
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("TRLJSON ")), None)
     if proc.returncode != 0 or line is None:
