@@ -71,9 +71,9 @@ timer = Timer()
 trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=dataset, processing_class=processor,
                       callbacks=[timer])
 trainer.train()
-import resource
-print("TRLJSON " + json.dumps({"step_times_s": timer.times,
-                                "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+# VmHWM, not ru_maxrss: ru_maxrss survives fork+exec, so a child would report its parent's peak.
+hwm = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print("TRLJSON " + json.dumps({"step_times_s": timer.times, "peak_rss_mb": hwm / 1024}))
 '''
 
 
