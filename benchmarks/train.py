@@ -93,7 +93,9 @@ def run_vista(model_dir: Path, work: Path, steps: int, seeds_per_step: int, grou
             "eval": {"seeds": {"start": 100_000, "count": 1}, "at_start": False, "after_sft": False},
         },
     })
-    LocalEngine(run).run()
+    from rich.console import Console
+
+    LocalEngine(run, console=Console(file=sys.stderr)).run()  # stdout carries only the JSON
     rows = [row for row in read_jsonl(work / "vista-run" / "metrics.jsonl") if row.get("stage") == "rl"][1:]
 
     def avg(key: str) -> float:
