@@ -74,3 +74,14 @@ def test_bad_config_and_bad_resume_give_clear_errors(tmp_path: Path, tiny_model_
     assert _run(["train", "--resume", str(tmp_path / "missing")]) == 2
     assert "no config.yaml" in capsys.readouterr().err
     assert _run(["train"]) == 2
+
+
+def test_dry_run_validates_and_trains_nothing(tmp_path: Path, tiny_model_dir: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    config = _write_config(tmp_path, tiny_model_dir)
+    assert _run(["train", str(config), "--dry-run", "--set", "rollout.max_turns=2"]) == 0
+    out = capsys.readouterr().out
+    assert "nothing was trained" in out and "max_turns: 2" in out
+    assert not (tmp_path / "run").exists()
+    assert _run(["train", str(config), "--engine", "nosuch", "--dry-run"]) == 2
+    assert "engine" in capsys.readouterr().err

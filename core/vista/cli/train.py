@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import sys
 from pathlib import Path
 
@@ -34,19 +35,34 @@ def _resume_config(run_dir: Path, overrides: tuple[str, ...]) -> RunConfig:
               help="Override a config key, e.g. --set engine_config.trainer.steps=10 (repeatable).")
 @click.option("--resume", "resume", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Continue the run in RUN_DIR from its last checkpoint (same optimizer, RNG and data position).")
-def train_command(config: Path | None, overrides: tuple[str, ...], resume: Path | None) -> None:
+@click.option("--engine", "engine_id", default=None, help="Engine to train with (overrides the config's `engine`).")
+@click.option("--dry-run", is_flag=True,
+              help="Validate and print what would run (the full command and config, for engines that launch one).")
+def train_command(config: Path | None, overrides: tuple[str, ...], resume: Path | None, engine_id: str | None,
+                  dry_run: bool) -> None:
     """Train a policy with the engine the run config names (default: local)."""
     if config is None and resume is None:
         raise click.UsageError("give a CONFIG.yaml to start a run, or --resume RUN_DIR to continue one")
+    if engine_id is not None:
+        overrides = (*overrides, f"engine={engine_id}")
     if resume is not None:
         run = _resume_config(resume, overrides)
     else:
         assert config is not None
         run = load_config(RunConfig, config, overrides)
     try:
-        engine = vista.make_engine(run.engine, run=run, resume=resume)
+        factory = vista.host().spec("engines", run.engine).load()
     except UnknownItemError as exc:
         raise ConfigError(f"engine: {exc}") from None
+    kwargs: dict[str, object] = {"run": run, "resume": resume}
+    if dry_run:
+        if "dry_run" not in inspect.signature(factory).parameters:
+            # engines that launch nothing have nothing more to show than the validated config
+            click.echo(yaml.safe_dump(run.model_dump(mode="json"), sort_keys=False))
+            click.echo(f"dry run: the config is valid for engine {run.engine!r}; nothing was trained")
+            return
+        kwargs["dry_run"] = True
+    engine = factory(**kwargs)
     try:
         summary = engine.run()
     except KeyboardInterrupt:

@@ -287,3 +287,19 @@ def test_judges_as_verl_reward_functions() -> None:
     assert compute_score("qa", "<think>x</think><answer>42</answer>", "42")["score"] == 1.0
     assert compute_score("qa", "<answer>41</answer>", "42")["score"] == 0.0
     assert compute_score("qa", "garbage", "42", judge="no/such-judge")["score"] == 0.0
+
+
+def test_vista_train_engine_verl_dry_run_cli(tiny, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """`vista train --engine verl --dry-run CONFIG.yaml`: the real CLI prints the launch command."""
+    import yaml
+
+    from vista.cli.main import main
+
+    data = _run_config(tmp_path, tiny[2]).model_dump(mode="json")
+    data["engine"] = "local"  # the flag, not the file, picks verl
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump(data))
+    main(["train", "--engine", "verl", "--dry-run", str(config)])  # returns normally on success
+    out = capsys.readouterr().out
+    assert "-m verl.trainer.main_ppo" in out and "algorithm.adv_estimator=vista_bilevel_gae" in out
+    assert (tmp_path / "run" / "verl_config.yaml").is_file()
