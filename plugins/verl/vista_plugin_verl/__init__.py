@@ -15,9 +15,3 @@ def register_engines(register: Any) -> None:
     register("verl", "vista_plugin_verl.engine:VerlEngine",
              description="Train on Ray with verl's workers: composes verl's config and runs verl.trainer.main_ppo.")
 
-
-@vista.hookimpl
-def register_commands(cli: Any) -> None:
-    from vista_plugin_verl.cli import verl_group
-
-    cli.add_command(verl_group)

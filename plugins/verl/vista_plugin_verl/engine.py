@@ -1,7 +1,7 @@
 """The ``verl`` engine: datasets + composed, validated verl config + ``python -m verl.trainer.main_ppo``.
 
 ``vista train CONFIG.yaml --set engine=verl`` (or ``engine: verl`` in the YAML) makes this engine;
-``engine_config.dry_run: true`` (or ``vista verl launch CONFIG.yaml --dry-run``) prints the command
+``engine_config.dry_run: true`` (or ``vista train --engine verl --dry-run CONFIG.yaml``) prints the command
 and the full composed config instead of launching.
 """
 
