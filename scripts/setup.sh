@@ -28,12 +28,7 @@ if [ -f "$STAMP" ]; then
 fi
 
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
-# pip, quiet, without the warnings about absent local index folders; keeps pip's exit status.
-pip_install() {
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check "$@" 2>&1 \
-    | { grep -v "is ignored: it is neither" || true; }
-  return "${PIPESTATUS[0]}"
-}
+source scripts/lib.sh
 # The CPU build of torch first: with it installed, every torch range below is already satisfied and
 # pip never pulls the multi-GB CUDA build.
 pip_install "torch==2.13.0"

