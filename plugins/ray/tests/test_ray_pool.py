@@ -157,3 +157,18 @@ def test_env_exception_on_worker_is_feedback_not_a_crash() -> None:
 def test_unknown_env_fails_clearly() -> None:
     with RayEnvPool("nope/missing-v0", num_workers=1) as pool, pytest.raises(EnvWorkerError, match="missing-v0"):
         pool.make_env()
+
+
+def test_rollout_engine_runs_episodes_on_ray_actors() -> None:
+    """`ray/<env id>` through the core rollout engine: every episode's env lives in its own actor
+    (which re-discovers plugins), and the results equal a local rollout of the same seeds."""
+    from vista.rollout import RolloutEngine, episode_specs
+
+    seeds = [0, 1, 2, 3]
+    with RolloutEngine(vista.make_model("scripted", path="oracle")) as engine:
+        remote = engine.run(episode_specs("ray/oddshape/odd-colour-v0", seeds))
+        local = engine.run(episode_specs("oddshape/odd-colour-v0", seeds))
+    assert [t.failure for t in remote] == [None] * len(seeds)
+    assert [t.success for t in remote] == [True] * len(seeds)
+    assert [t.total_reward for t in remote] == [t.total_reward for t in local]
+    assert [t.turns[0].response for t in remote] == [t.turns[0].response for t in local]

@@ -17,3 +17,9 @@ def register_envs(register: Any) -> None:
         "vista_plugin_ray.pool:make_ray_env",
         description="An env run in a Ray actor: ray(env=ID, config={...}, recovery='replay'|'fail').",
     )
+    register(
+        "ray/*",
+        "vista_plugin_ray.pool:make_ray_env",
+        route_argument="env",
+        description="ray/<env id>: that env in its own Ray actor (config={...}, recovery=...).",
+    )
