@@ -59,7 +59,8 @@ class RayEnvPool:
     """``num_workers`` env-worker actors; envs are placed round-robin, many per worker.
 
     ``ray.init`` is the caller's business (a local ``ray.init(num_cpus=2)`` or a cluster address);
-    if Ray is not initialised, the first actor creation starts a local instance.
+    if Ray is not initialised, a local instance is started (without the dashboard, which a CLI run
+    does not need and which only adds start-up time and log noise).
     """
 
     def __init__(self, env: str, config: dict[str, Any] | None = None, *, num_workers: int = 2,
@@ -69,6 +70,8 @@ class RayEnvPool:
             raise ValueError("a Ray env pool needs at least one worker")
         if recovery not in ("replay", "fail"):
             raise ValueError(f"recovery must be 'replay' or 'fail', not {recovery!r}")
+        if not ray.is_initialized():
+            ray.init(include_dashboard=False)
         self.env = env
         self.config = dict(config or {})
         self.recovery: Recovery = recovery
