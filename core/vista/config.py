@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from vista.errors import ConfigError
+from vista.model import Sampling
 
 ConfigT = TypeVar("ConfigT", bound=BaseModel)
 
@@ -35,11 +36,8 @@ class ModelSection(Section):
     config: dict[str, Any] = Field(default_factory=dict)
 
 
-class SamplingSection(Section):
-    temperature: float = Field(1.0, ge=0.0)
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
+class SamplingSection(Sampling):
     max_tokens: int = Field(128, ge=1)
-    stop: list[str] = Field(default_factory=list)
 
 
 class RolloutSection(Section):

@@ -14,13 +14,20 @@ from pydantic import BaseModel, ConfigDict, Field
 from vista.observation import Chat
 
 
-class SamplingParams(BaseModel):
+class Sampling(BaseModel):
+    """The sampling settings a run config sets (``rollout.sampling``)."""
+
     model_config = ConfigDict(extra="forbid")
 
     temperature: float = Field(1.0, ge=0.0)
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     max_tokens: int = Field(256, ge=1)
     stop: list[str] = Field(default_factory=list)
+
+
+class SamplingParams(Sampling):
+    """What a backend call takes: the run's sampling settings plus samples per chat and a seed."""
+
     n: int = Field(1, ge=1)
     seed: int | None = None
 

@@ -201,7 +201,8 @@ def check_env(
             if not isinstance(info, dict):
                 report.fail(f"reset(seed={seed}) info is {type(info).__name__}, not dict")
             local.append(observation_fingerprint(first))
-            second, _ = _make(env, config).reset(seed=seed)
+            with _make(env, config) as other:
+                second, _ = other.reset(seed=seed)
             if observation_fingerprint(second) != local[-1]:
                 report.fail(f"reset(seed={seed}) is not deterministic: two resets gave different observations")
         except Exception as exc:  # noqa: BLE001

@@ -150,8 +150,7 @@ class RolloutEngine:
         self.backend = backend
         self.settings = settings or RolloutSection()
         sampling = self.settings.sampling
-        self.sampling = SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p,
-                                       max_tokens=sampling.max_tokens, stop=list(sampling.stop), n=1, seed=seed)
+        self.sampling = SamplingParams(**sampling.model_dump(), n=1, seed=seed)
         self.extra_tools = dict(tools or {})
         self.timings = RolloutTimings()
         self._pool = CallPool(self.settings.max_workers or self.settings.batch_size)

@@ -112,6 +112,20 @@ def _default_env_factory(settings: ServerSettings) -> Callable[[str, dict[str, A
     return make
 
 
+def each_session(sessions: list[Session], items: list[Any], call: Callable[[Session, Any], dict[str, Any]],
+                 what: str) -> list[dict[str, Any]]:
+    """Run ``call`` on every (session, item) under the session's lock; an env that raises fails only
+    its own item (``{"ok": False, "error": ...}``), the rest of the batch still runs."""
+    out: list[dict[str, Any]] = []
+    for session, item in zip(sessions, items, strict=True):
+        with session.lock:
+            try:
+                out.append({"ok": True, **call(session, item)})
+            except Exception as exc:  # noqa: BLE001 - a crashing env must not take the batch down
+                out.append({"ok": False, "error": f"{what} raised {type(exc).__name__}: {exc}"})
+    return out
+
+
 def create_app(settings: ServerSettings, make_env: Callable[[str, dict[str, Any]], Env] | None = None) -> FastAPI:
     """Build the app; ``make_env`` defaults to the plugin registry (tests may pass a factory)."""
     if not settings.env_ids:
@@ -247,18 +261,13 @@ def create_app(settings: ServerSettings, make_env: Callable[[str, dict[str, Any]
         body: ResetBody = await read_body(request, ResetBody)
         targets = lookup([item.session for item in body.items])
 
+        def reset_one(session: Session, item: ResetItem) -> dict[str, Any]:
+            observation, info = session.env.reset(seed=item.seed)
+            session.episodes += 1
+            return {"observation": encode_observation(observation, body.image_encoding), "info": info}
+
         def work() -> list[dict[str, Any]]:
-            out = []
-            for session, item in zip(targets, body.items, strict=True):
-                with session.lock:
-                    try:
-                        observation, info = session.env.reset(seed=item.seed)
-                        session.episodes += 1
-                        out.append({"ok": True, "observation": encode_observation(observation, body.image_encoding),
-                                    "info": info})
-                    except Exception as exc:  # noqa: BLE001
-                        out.append({"ok": False, "error": f"reset raised {type(exc).__name__}: {exc}"})
-            return out
+            return each_session(targets, body.items, reset_one, "reset")
 
         return reply({"results": await run(work)})
 
@@ -267,17 +276,13 @@ def create_app(settings: ServerSettings, make_env: Callable[[str, dict[str, Any]
         body: StepBody = await read_body(request, StepBody)
         targets = lookup([item.session for item in body.items])
 
+        def step_one(session: Session, item: StepItem) -> dict[str, Any]:
+            result = session.env.step(item.action)
+            session.steps += 1
+            return encode_step(result, body.image_encoding)
+
         def work() -> list[dict[str, Any]]:
-            out = []
-            for session, item in zip(targets, body.items, strict=True):
-                with session.lock:
-                    try:
-                        result = session.env.step(item.action)
-                        session.steps += 1
-                        out.append({"ok": True, **encode_step(result, body.image_encoding)})
-                    except Exception as exc:  # noqa: BLE001
-                        out.append({"ok": False, "error": f"step raised {type(exc).__name__}: {exc}"})
-            return out
+            return each_session(targets, body.items, step_one, "step")
 
         return reply({"results": await run(work)})
 
