@@ -30,7 +30,7 @@ import httpx
 from rich.progress import Progress
 from vista_plugin_envserver.client import EnvServerClient, ItemError, RemoteEnv
 
-import vista
+import vista_rl
 
 SOKOBAN = "sokoban/sokoban-v0"
 FALLBACK = "oddshape/odd-colour-v0"
@@ -40,11 +40,11 @@ ACTIONS = ["<think>go</think><answer>Left</answer>", "<think>go</think><answer>U
 
 
 def pick_env() -> tuple[str, dict[str, Any], str | None]:
-    registry = vista.host().registry("envs")
+    registry = vista_rl.host().registry("envs")
     if SOKOBAN in registry:
         for config in ({"render_mode": "vision"}, {}):
             try:
-                env = vista.make_env(SOKOBAN, **config)
+                env = vista_rl.make_env(SOKOBAN, **config)
                 observation, _ = env.reset(seed=0)
                 env.close()
                 if observation.images:
@@ -61,7 +61,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def local_baseline(env_id: str, config: dict[str, Any], seconds: float) -> dict[str, float]:
-    env = vista.make_env(env_id, **config)
+    env = vista_rl.make_env(env_id, **config)
     env.reset(seed=0)
     steps, seed, start = 0, 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
@@ -154,7 +154,7 @@ def start_server(env_id: str) -> tuple[subprocess.Popen[bytes], str]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    command = [sys.executable, "-c", "from vista.cli.main import main; main()", "env-server", "--env", env_id,
+    command = [sys.executable, "-c", "from vista_rl.cli.main import main; main()", "env-server", "--env", env_id,
                "--port", str(port), "--max-sessions", "4096", "--threads", "4"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                env={**os.environ, "OMP_NUM_THREADS": "1"})

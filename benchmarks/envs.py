@@ -69,9 +69,9 @@ def timed(fn: Callable[[int], Any], n: int) -> list[float]:
 
 
 def bench_vista(env_id: str, n_resets: int, n_steps: int, **config: Any) -> dict[str, Any]:
-    import vista
+    import vista_rl
 
-    env = vista.make_env(env_id, render_mode="vision", prompt_format="no_think", **config)
+    env = vista_rl.make_env(env_id, render_mode="vision", prompt_format="no_think", **config)
     resets = timed(lambda i: env.reset(seed=i), n_resets)
     responses = [f"<answer>{name}</answer>" for name in env.action_names]  # type: ignore[attr-defined]
     state = {"episode": 0}

@@ -29,9 +29,9 @@ from rich.progress import Progress
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for tests.test_estimators (loop refs)
 
-import vista  # noqa: E402
-from vista.builtin.estimators import BUILTIN_ESTIMATORS  # noqa: E402
-from vista.estimator import AdvantageBatch  # noqa: E402
+import vista_rl  # noqa: E402
+from vista_rl.builtin.estimators import BUILTIN_ESTIMATORS  # noqa: E402
+from vista_rl.estimator import AdvantageBatch  # noqa: E402
 
 TARGET_MS = 100.0
 TARGETED = ("bilevel_gae", "masked_gae", "turnwise_gae")
@@ -108,7 +108,7 @@ def time_all(batch: AdvantageBatch, verl: dict[str, Callable[[], Any]] | None, r
     """Ours and verl's at the current torch thread count, with verl-over-ours ratios and targets."""
     ours: dict[str, dict[str, float]] = {}
     for estimator_id in BUILTIN_ESTIMATORS:
-        fn = vista.make_estimator(estimator_id)
+        fn = vista_rl.make_estimator(estimator_id)
         ours[estimator_id] = time_ms(lambda fn=fn: fn(batch), repeats)
         progress.advance(task)
     result: dict[str, Any] = {"ours_ms": ours}

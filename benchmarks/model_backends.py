@@ -29,9 +29,9 @@ from typing import Any
 import httpx
 from PIL import Image
 
-from vista.model import SamplingParams
-from vista.observation import Message
-from vista_sdk.tiny_models import cached_tiny_model
+from vista_rl.model import SamplingParams
+from vista_rl.observation import Message
+from vista_rl_sdk.tiny_models import cached_tiny_model
 
 
 def _chats(batch: int) -> list[list[Message]]:
@@ -80,7 +80,7 @@ def bench_serve(model_dir: Path, batch: int, tokens: int, repeats: int) -> dict[
 
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-c", "from vista.cli.main import main; main()", "serve", str(model_dir),
+        [sys.executable, "-c", "from vista_rl.cli.main import main; main()", "serve", str(model_dir),
          "--port", str(port), "--model-name", "tiny", "--device", "cpu"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, "OMP_NUM_THREADS": "1"})
     url = f"http://127.0.0.1:{port}"

@@ -27,12 +27,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import vista
-from vista import Env, Observation, StepResult
-from vista.config import RolloutSection, SamplingSection
-from vista.plugins import PluginInfo
-from vista.rollout import RolloutEngine, RolloutMetrics, episode_specs
-from vista.store import RunWriter
+import vista_rl
+from vista_rl import Env, Observation, StepResult
+from vista_rl.config import RolloutSection, SamplingSection
+from vista_rl.plugins import PluginInfo
+from vista_rl.rollout import RolloutEngine, RolloutMetrics, episode_specs
+from vista_rl.store import RunWriter
 
 ENV_ID = "bench/odd-colour-rounds-v0"
 TURNS = 5
@@ -43,7 +43,7 @@ class OddColourRounds(Env):
 
     def __init__(self, rounds: int = TURNS) -> None:
         self.rounds = rounds
-        self.inner = vista.make_env("oddshape/odd-colour-v0")
+        self.inner = vista_rl.make_env("oddshape/odd-colour-v0")
         self.seed = 0
         self.round = self.correct = 0
 
@@ -70,7 +70,7 @@ class OddColourRounds(Env):
 
 
 class BenchPlugin:
-    @vista.hookimpl
+    @vista_rl.hookimpl
     def register_envs(self, register: Any) -> None:
         register(ENV_ID, OddColourRounds, description="benchmark env: 5 odd-colour rounds")
 
@@ -103,11 +103,11 @@ def tiny_transformers_backend() -> tuple[Any | None, str]:
     try:
         import vista_plugin_transformers  # noqa: F401
 
-        from vista_sdk.tiny_models import cached_tiny_model
+        from vista_rl_sdk.tiny_models import cached_tiny_model
     except ImportError as exc:
         return None, f"vista-plugin-transformers not importable ({exc}); fell back to the scripted oracle"
     model_dir = cached_tiny_model(seed=0)
-    return vista.make_model("transformers", path=str(model_dir)), f"tiny random Qwen2.5-VL at {model_dir}"
+    return vista_rl.make_model("transformers", path=str(model_dir)), f"tiny random Qwen2.5-VL at {model_dir}"
 
 
 def measure_overhead(backend: Any, label: str, batch: int, max_tokens: int) -> dict[str, Any]:
@@ -140,7 +140,7 @@ def measure_overhead(backend: Any, label: str, batch: int, max_tokens: int) -> d
 
 
 def measure_memory(episodes: int, batch: int) -> dict[str, Any]:
-    backend = vista.make_model("scripted", path="oracle")
+    backend = vista_rl.make_model("scripted", path="oracle")
     settings = RolloutSection(max_turns=TURNS, batch_size=batch)
     samples: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -184,8 +184,8 @@ def main() -> None:
     batch = 16 if args.quick else args.batch
     memory_episodes = 200 if args.quick else args.memory_episodes
 
-    vista.host().load()
-    vista.host().register_object(BenchPlugin(), PluginInfo("bench", "vista-benchmarks", "0", __name__))
+    vista_rl.host().load()
+    vista_rl.host().register_object(BenchPlugin(), PluginInfo("bench", "vista-benchmarks", "0", __name__))
     result: dict[str, Any] = {
         "benchmark": "rollout", "python": platform.python_version(), "cpus": os.cpu_count(),
         "load_avg_1m": round(os.getloadavg()[0], 2),
@@ -200,7 +200,7 @@ def main() -> None:
         backend.close()
     else:
         result["overhead_note"] = note
-    scripted = measure_overhead(vista.make_model("scripted", path="oracle"), "scripted oracle", batch, args.max_tokens)
+    scripted = measure_overhead(vista_rl.make_model("scripted", path="oracle"), "scripted oracle", batch, args.max_tokens)
     scripted["note"] = ("model time is ~0 with the scripted backend, so this is the engine + env cost per "
                         "env-turn on its own; its share of wall time is ~100% by construction")
     result["overhead_scripted"] = scripted

@@ -5,7 +5,7 @@ TRL's GRPOTrainer on the same tiny model and the same single-turn data in the sa
 
 TRL pins conflict with the dev environment, so it runs in its own virtual environment (pass its
 python with --trl-python; without one the TRL half is reported as skipped).  Both sides: the tiny
-Qwen2.5-VL from ``vista_sdk.tiny_models``, the oddshape env's one-turn task (image + question, reward 1
+Qwen2.5-VL from ``vista_rl_sdk.tiny_models``, the oddshape env's one-turn task (image + question, reward 1
 for the right cell), B seeds x G samples per step, the same max new tokens, temperature 1, fp32, CPU.
 Prints one JSON object; the first step of each side is a warm-up and is left out of the means.
 """
@@ -79,9 +79,9 @@ print("TRLJSON " + json.dumps({"step_times_s": timer.times, "peak_rss_mb": hwm /
 
 def run_vista(model_dir: Path, work: Path, steps: int, seeds_per_step: int, group_size: int,
               max_tokens: int) -> dict[str, Any]:
-    from vista.config import RunConfig, validate_config
-    from vista.engine.metrics import read_jsonl
-    from vista.engine.trainer import LocalEngine
+    from vista_rl.config import RunConfig, validate_config
+    from vista_rl.engine.metrics import read_jsonl
+    from vista_rl.engine.trainer import LocalEngine
 
     run = validate_config(RunConfig, {
         "seed": 0, "output_dir": str(work / "vista-run"), "env": ENV, "model": {"path": str(model_dir)},
@@ -111,12 +111,12 @@ def run_vista(model_dir: Path, work: Path, steps: int, seeds_per_step: int, grou
 
 def run_trl(trl_python: str, model_dir: Path, work: Path, steps: int, seeds_per_step: int, group_size: int,
             max_tokens: int) -> dict[str, Any]:
-    import vista
+    import vista_rl
 
     items = []
     (work / "images").mkdir(exist_ok=True)
     for seed in range(steps * seeds_per_step):
-        env = vista.make_env(ENV["id"], **ENV["config"])
+        env = vista_rl.make_env(ENV["id"], **ENV["config"])
         observation, info = env.reset(seed=seed)
         path = work / "images" / f"{seed}.png"
         observation.images[0].save(path)
@@ -150,7 +150,7 @@ def main() -> None:
     args = parser.parse_args()
     import torch
 
-    from vista_sdk.tiny_models import init_tiny_model
+    from vista_rl_sdk.tiny_models import init_tiny_model
 
     work = Path(tempfile.mkdtemp(prefix="vista-bench-train-"))
     try:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job: a tiny VLM learns FrozenLake 4x4 from images on this CPU.
 #   1. set up .venv (idempotent),
-#   2. create a tiny random Qwen2.5-VL offline (vista_sdk.tiny_models),
+#   2. create a tiny random Qwen2.5-VL offline (vista_rl_sdk.tiny_models),
 #   3. `vista train examples/frozenlake_grpo.yaml`: evaluate the untrained model on held-out seeds,
 #      SFT on oracle trajectories, evaluate, GRPO on its own rollouts, evaluate,
 #   4. print held-out success with 95% confidence intervals and where the run directory is.
@@ -24,7 +24,7 @@ START=$(date +%s)
 mkdir -p "$OUT"
 "$VENV/bin/python" - "$OUT/tiny-model" <<'PY'
 import sys
-from vista_sdk.tiny_models import init_tiny_model
+from vista_rl_sdk.tiny_models import init_tiny_model
 print(f"tiny model: {init_tiny_model(sys.argv[1], seed=0)}")
 PY
 RUNS=()

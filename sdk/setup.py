@@ -1,8 +1,8 @@
-"""Ship the repository's plugin templates inside the vista-sdk wheel (as ``vista_sdk/templates``).
+"""Ship the repository's plugin templates inside the vista-rl-sdk wheel (as ``vista_rl_sdk/templates``).
 
 The templates live at the top of the repository (``templates/``) where contributors edit them; a
-plain ``pip install vista-sdk`` has no checkout, so ``build_py`` copies them into the package and
-``sdist`` carries them along.  An editable install needs no copy: ``vista_sdk.scaffold`` finds the
+plain ``pip install vista-rl-sdk`` has no checkout, so ``build_py`` copies them into the package and
+``sdist`` carries them along.  An editable install needs no copy: ``vista_rl_sdk.scaffold`` finds the
 checkout's ``templates/`` next to ``sdk/``.  All metadata stays in pyproject.toml.
 """
 
@@ -30,7 +30,7 @@ def templates_source() -> Path | None:
 def copy_templates(destination: Path) -> None:
     source = templates_source()
     if source is None:
-        raise SystemExit("vista-sdk build: the plugin templates (templates/env, tool, judge) were not found")
+        raise SystemExit("vista-rl-sdk build: the plugin templates (templates/env, tool, judge) were not found")
     if destination.exists():
         shutil.rmtree(destination)
     for kind in KINDS:
@@ -43,7 +43,7 @@ class BuildWithTemplates(build_py):
     def run(self) -> None:
         super().run()
         if not getattr(self, "editable_mode", False):
-            copy_templates(Path(self.build_lib) / "vista_sdk" / "templates")
+            copy_templates(Path(self.build_lib) / "vista_rl_sdk" / "templates")
 
 
 class SdistWithTemplates(sdist):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from vista.plugins import PluginHost
+from vista_rl.plugins import PluginHost
 
 InstallPlugin = Callable[..., Path]
 
@@ -64,6 +64,6 @@ def run_vista(*args: str, site: Path | None = None, env: dict[str, str] | None =
         environ["PYTHONPATH"] = os.pathsep.join([str(site), environ.get("PYTHONPATH", "")])
     environ.setdefault("COLUMNS", "250")
     environ.update(env or {})
-    code = "import sys; from vista.cli.main import main; main(sys.argv[1:])"
+    code = "import sys; from vista_rl.cli.main import main; main(sys.argv[1:])"
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=environ,
                           timeout=120)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from vista.config import RunConfig, apply_overrides, validate_config
+from vista_rl.config import RunConfig, apply_overrides, validate_config
 
 ODDSHAPE = {"id": "oddshape/odd-colour-v0", "config": {"grid": 2, "cell_size": 28, "prompt_format": "no_think"}}
 FROZENLAKE = {"id": "frozenlake/frozenlake-v0",

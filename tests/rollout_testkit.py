@@ -14,12 +14,12 @@ from typing import Any
 from PIL import Image
 from pydantic import BaseModel
 
-import vista
-from vista import Env, Observation, StepResult
-from vista.model import Generation, ModelBackend, SamplingParams
-from vista.observation import Chat
-from vista.parsing import parse_response
-from vista.tool import Tool, ToolContext, ToolResult
+import vista_rl
+from vista_rl import Env, Observation, StepResult
+from vista_rl.model import Generation, ModelBackend, SamplingParams
+from vista_rl.observation import Chat
+from vista_rl.parsing import parse_response
+from vista_rl.tool import Tool, ToolContext, ToolResult
 
 
 def swatch(value: int, size: int = 16) -> Image.Image:
@@ -125,13 +125,13 @@ class ToolCounterEnv(CounterEnv):
 class RolloutTestPlugin:
     """Registered per test with the ``vista_plugin`` fixture."""
 
-    @vista.hookimpl
+    @vista_rl.hookimpl
     def register_envs(self, register: Any) -> None:
         register("test/counter-v0", CounterEnv)
         register("test/guess-v0", GuessEnv)
         register("test/tool-counter-v0", ToolCounterEnv)
 
-    @vista.hookimpl
+    @vista_rl.hookimpl
     def register_tools(self, register: Any) -> None:
         register("test/zoom", ZoomTool)
         register("test/hang", HangTool)

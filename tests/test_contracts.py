@@ -9,10 +9,10 @@ import pytest
 from PIL import Image
 from pydantic import BaseModel, Field
 
-from vista import Message, Observation, StepResult, Tool, ToolContext, ToolResult
-from vista.config import RunConfig, apply_overrides, load_config
-from vista.errors import ConfigError
-from vista.observation import PlaceholderMismatchError
+from vista_rl import Message, Observation, StepResult, Tool, ToolContext, ToolResult
+from vista_rl.config import RunConfig, apply_overrides, load_config
+from vista_rl.errors import ConfigError
+from vista_rl.observation import PlaceholderMismatchError
 
 RED = Image.new("RGB", (8, 8), "red")
 BLUE = Image.new("RGB", (8, 8), "blue")

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.docblocks import DOCS, REPO, code_blocks
-from vista import hookspecs
+from vista_rl import hookspecs
 
 HOOKS = sorted(name for name, obj in vars(hookspecs).items()
                if inspect.isfunction(obj) and hasattr(obj, "vista_spec"))

@@ -11,17 +11,17 @@ import pytest
 import torch
 
 from tests.engine_helpers import FROZENLAKE, run_config
-from vista.config import RunConfig, validate_config
-from vista.engine.config import validate_engine_config
-from vista.engine.losses import Denominators, aggregate, clipped_policy_loss, kl_k3
-from vista.engine.trainer import LocalEngine, TrainingError
-from vista.errors import ConfigError, VistaError
+from vista_rl.config import RunConfig, validate_config
+from vista_rl.engine.config import validate_engine_config
+from vista_rl.engine.losses import Denominators, aggregate, clipped_policy_loss, kl_k3
+from vista_rl.engine.trainer import LocalEngine, TrainingError
+from vista_rl.errors import ConfigError, VistaError
 
 pytest.importorskip("transformers")
 
 
 def _state(run_dir: Path) -> dict[str, torch.Tensor]:
-    from vista.engine.checkpoint import load_checkpoint
+    from vista_rl.engine.checkpoint import load_checkpoint
 
     return load_checkpoint(run_dir)["policy"]["model"]  # type: ignore[no-any-return]
 
@@ -86,14 +86,14 @@ def test_aggregation_over_micro_batches_equals_one_batch(mode: str) -> None:
 
 # ------------------------------------------------------------------------- token view
 def test_token_view_masks_only_assistant_tokens(tiny_model_dir: Path) -> None:
-    import vista
-    from vista.engine.policy import Policy, load_pretrained
-    from vista.engine.rollout import run_rollout
+    import vista_rl
+    from vista_rl.engine.policy import Policy, load_pretrained
+    from vista_rl.engine.rollout import run_rollout
 
     model, processor = load_pretrained(str(tiny_model_dir))
     policy = Policy(model, processor, torch.device("cpu"))
     encoder = policy.encoder
-    episodes = run_rollout(lambda: vista.make_env(FROZENLAKE["id"], **FROZENLAKE["config"]), FROZENLAKE["id"],
+    episodes = run_rollout(lambda: vista_rl.make_env(FROZENLAKE["id"], **FROZENLAKE["config"]), FROZENLAKE["id"],
                            [7], 1, encoder, None, max_turns=4)
     episode = episodes[0]
     tokens = episode.tokens
@@ -192,7 +192,7 @@ def test_nan_steps_are_skipped_reported_and_stop_the_run(tmp_path: Path, tiny_mo
 
 def test_disk_full_while_checkpointing_keeps_the_previous_checkpoint(
         tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import vista.engine.checkpoint as checkpoint
+    import vista_rl.engine.checkpoint as checkpoint
 
     run = run_config(tiny_model_dir, tmp_path / "full", overrides=(
         "engine_config.trainer.checkpoint_every=1", "engine_config.trainer.steps=0"))
@@ -216,9 +216,9 @@ def test_disk_full_while_checkpointing_keeps_the_previous_checkpoint(
 def test_sft_from_jsonl_skips_broken_rows(tmp_path: Path, tiny_model_dir: Path) -> None:
     from PIL import Image
 
-    from vista.engine.chat_tokens import ChatEncoder
-    from vista.engine.policy import load_pretrained
-    from vista.engine.sft_data import load_jsonl
+    from vista_rl.engine.chat_tokens import ChatEncoder
+    from vista_rl.engine.policy import load_pretrained
+    from vista_rl.engine.sft_data import load_jsonl
 
     (tmp_path / "images").mkdir()
     Image.new("RGB", (56, 56), (200, 0, 0)).save(tmp_path / "images" / "abc.png")

@@ -10,12 +10,12 @@ import random
 import pytest
 import torch
 
-import vista
-from vista.algorithms import estimators as est
-from vista.algorithms.scan import block_length, reverse_linear_scan
-from vista.builtin.estimators import BUILTIN_ESTIMATORS
-from vista.estimator import AdvantageBatch
-from vista_sdk import check_estimator
+import vista_rl
+from vista_rl.algorithms import estimators as est
+from vista_rl.algorithms.scan import block_length, reverse_linear_scan
+from vista_rl.builtin.estimators import BUILTIN_ESTIMATORS
+from vista_rl.estimator import AdvantageBatch
+from vista_rl_sdk import check_estimator
 
 ALL_IDS = sorted(BUILTIN_ESTIMATORS)
 
@@ -150,17 +150,17 @@ def close(actual: torch.Tensor, expected: torch.Tensor, tol: float = 1e-6) -> No
 
 # ------------------------------------------------------------------------- registry + the SDK
 def test_every_builtin_is_registered_lazily_with_a_description():
-    registry = vista.host().registry("estimators")
+    registry = vista_rl.host().registry("estimators")
     for estimator_id in ALL_IDS:
-        spec = vista.host().spec("estimators", estimator_id)
-        assert spec.target == f"vista.algorithms.estimators:{BUILTIN_ESTIMATORS[estimator_id][0]}"
+        spec = vista_rl.host().spec("estimators", estimator_id)
+        assert spec.target == f"vista_rl.algorithms.estimators:{BUILTIN_ESTIMATORS[estimator_id][0]}"
         assert spec.description and spec.plugin == "vista.estimators"
     assert set(ALL_IDS) <= {spec.id for spec in registry}
 
 
 @pytest.mark.parametrize("estimator_id", ALL_IDS)
 def test_sdk_conformance(estimator_id):
-    check_estimator(vista.make_estimator(estimator_id))
+    check_estimator(vista_rl.make_estimator(estimator_id))
 
 
 @pytest.mark.parametrize(("estimator_id", "params"), [
@@ -169,7 +169,7 @@ def test_sdk_conformance(estimator_id):
     ("turnwise_gae", {"turn_gamma": 1.0, "whiten": False}), ("reinforce_plus_plus", {"gamma": 0.5}),
 ])
 def test_sdk_conformance_with_params(estimator_id, params):
-    check_estimator(vista.make_estimator(estimator_id, **params))
+    check_estimator(vista_rl.make_estimator(estimator_id, **params))
 
 
 # ------------------------------------------------------------------------- hand-computed cases
@@ -317,7 +317,7 @@ def test_float32_in_float32_out_and_close_to_float64():
     batch32 = random_batch(seed=4)
     batch32.token_rewards, batch32.values = batch32.token_rewards.float(), batch32.values.float()
     for estimator_id in ALL_IDS:
-        fn = vista.make_estimator(estimator_id)
+        fn = vista_rl.make_estimator(estimator_id)
         out32, out64 = fn(batch32), fn(batch64)
         assert out32.advantages.dtype == torch.float32 and out32.returns.dtype == torch.float32
         close(out32.advantages, out64.advantages, tol=1e-4)
@@ -346,6 +346,6 @@ def test_rows_without_turns_or_tokens_are_zero():
     for name in ("response_mask", "advantage_mask", "turn_ends"):
         getattr(batch, name)[1] = 0
     for estimator_id in ("gae", "masked_gae", "bilevel_gae", "turnwise_gae", "reinforce_plus_plus"):
-        out = vista.make_estimator(estimator_id)(batch)
+        out = vista_rl.make_estimator(estimator_id)(batch)
         assert torch.isfinite(out.advantages).all()
         assert out.advantages[1].abs().max() == 0

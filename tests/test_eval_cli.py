@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from tests.rollout_testkit import RolloutTestPlugin
-from vista.cli.main import main
-from vista.store import RunReader
+from vista_rl.cli.main import main
+from vista_rl.store import RunReader
 
 ODD = "oddshape/odd-colour-v0"
 
@@ -117,14 +117,14 @@ def test_trajectories_show(tmp_path, capsys):
 
 
 def test_progress_and_summary_survive_a_model_that_breaks(tmp_path, capsys, vista_plugin):
-    from vista.model import ModelBackend
+    from vista_rl.model import ModelBackend
 
     class Down(ModelBackend):
         def generate(self, chats, params):
             raise ConnectionError("connection dropped")
 
     class Plugin:
-        from vista import hookimpl
+        from vista_rl import hookimpl
 
         @hookimpl
         def register_models(self, register):

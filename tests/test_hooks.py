@@ -16,10 +16,10 @@ import torch
 from click.testing import CliRunner
 from PIL import Image
 
-import vista
+import vista_rl
 from tests.docblocks import DOCS, materialize
-from vista.plugins import PluginInfo, host
-from vista_sdk import check_env, check_estimator, check_judge, check_tool
+from vista_rl.plugins import PluginInfo, host
+from vista_rl_sdk import check_env, check_estimator, check_judge, check_tool
 
 LoadExample = Callable[[str], tuple[str, PluginInfo]]
 
@@ -35,7 +35,7 @@ def doc_example(vista_plugin: Callable[..., str], tmp_path: Path,
         packages.append(package)
         monkeypatch.syspath_prepend(str(tmp_path))
         name = vista_plugin(importlib.import_module(package), name=f"doc-{hook}", distribution=f"doc-{hook}")
-        info = next(p for p in vista.get_plugins() if p.name == name)
+        info = next(p for p in vista_rl.get_plugins() if p.name == name)
         assert info.errors == [] and hook in info.hooks
         return package, info
 
@@ -49,27 +49,27 @@ def test_hook_register_envs(doc_example: LoadExample) -> None:
     (env_id,) = info.items["envs"]
     assert f"{package}.env" not in sys.modules, "the env module must load only when the env is made"
     check_env(env_id, cross_process=False)  # a temporary plugin does not exist in another process
-    env = vista.make_env(env_id)
+    env = vista_rl.make_env(env_id)
     _, reset_info = env.reset(seed=1)
     assert env.step(env.oracle_response() or "").info["success"]
-    assert vista.host().spec("envs", env_id).distribution == "doc-register_envs"
+    assert vista_rl.host().spec("envs", env_id).distribution == "doc-register_envs"
     assert reset_info["answer"] in ("heads", "tails")
 
 
 def test_hook_register_tools(doc_example: LoadExample) -> None:
     _, info = doc_example("register_tools")
     (tool_id,) = info.items["tools"]
-    tool = vista.make_tool(tool_id)
+    tool = vista_rl.make_tool(tool_id)
     check_tool(tool, **host().spec("tools", tool_id).metadata["check_args"])
-    result = tool({"image_index": 0}, vista.ToolContext(images=[Image.new("RGB", (30, 20))]))
+    result = tool({"image_index": 0}, vista_rl.ToolContext(images=[Image.new("RGB", (30, 20))]))
     assert result.text == "30x20" and not result.error
-    assert tool({"image_index": 5}, vista.ToolContext(images=[])).error
+    assert tool({"image_index": 5}, vista_rl.ToolContext(images=[])).error
 
 
 def test_hook_register_judges(doc_example: LoadExample) -> None:
     _, info = doc_example("register_judges")
     (judge_id,) = info.items["judges"]
-    judge = vista.make_judge(judge_id)
+    judge = vista_rl.make_judge(judge_id)
     check_judge(judge, **host().spec("judges", judge_id).metadata["check_args"])
     assert judge("The answer is (B).", "B").score == 1.0
     assert judge("I pick C.", "B").details == {"picked": "C"}
@@ -78,31 +78,31 @@ def test_hook_register_judges(doc_example: LoadExample) -> None:
 def test_hook_register_advantage_estimators(doc_example: LoadExample) -> None:
     _, info = doc_example("register_advantage_estimators")
     (estimator_id,) = info.items["estimators"]
-    check_estimator(vista.make_estimator(estimator_id))
-    from vista.estimator import AdvantageBatch
+    check_estimator(vista_rl.make_estimator(estimator_id))
+    from vista_rl.estimator import AdvantageBatch
 
     batch = AdvantageBatch(token_rewards=torch.tensor([[0.0, 2.0]]), response_mask=torch.ones(1, 2))
-    doubled = vista.make_estimator(estimator_id, scale=2.0)(batch)  # params are bound, not called
+    doubled = vista_rl.make_estimator(estimator_id, scale=2.0)(batch)  # params are bound, not called
     assert doubled.advantages.tolist() == [[4.0, 4.0]]
 
 
 def test_hook_register_datasets(doc_example: LoadExample) -> None:
     _, info = doc_example("register_datasets")
-    records = vista.make_dataset(info.items["datasets"][0], count=4)
+    records = vista_rl.make_dataset(info.items["datasets"][0], count=4)
     assert [r.answer for r in records] == ["0", "2", "4", "6"]
-    assert all(isinstance(r, vista.TaskRecord) for r in records)
+    assert all(isinstance(r, vista_rl.TaskRecord) for r in records)
 
 
 def test_hook_register_models(doc_example: LoadExample) -> None:
     _, info = doc_example("register_models")
-    backend = vista.make_model(info.items["models"][0], path=None)
-    outputs = backend.generate([[vista.Message("user", "blue")]], vista.SamplingParams(n=2))
+    backend = vista_rl.make_model(info.items["models"][0], path=None)
+    outputs = backend.generate([[vista_rl.Message("user", "blue")]], vista_rl.SamplingParams(n=2))
     assert [g.text for g in outputs[0]] == ["<answer>blue</answer>"] * 2
 
 
 def test_hook_register_engines(doc_example: LoadExample) -> None:
     _, info = doc_example("register_engines")
-    engine = vista.make_engine(info.items["engines"][0], episodes=3)
+    engine = vista_rl.make_engine(info.items["engines"][0], episodes=3)
     assert engine.run() == {"success_rate": 1.0}
 
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from vista.parsing import ResponseFormat, parse_response, split_actions
+from vista_rl.parsing import ResponseFormat, parse_response, split_actions
 
 THINK_ANSWER = ResponseFormat(required=("think", "answer"))
 STRICT = ResponseFormat(required=("think", "answer"), strict=True)

@@ -9,13 +9,13 @@ import sys
 import pytest
 
 from tests.conftest import run_vista
-from vista.errors import PluginLoadError, UnknownItemError
-from vista.plugins import PluginHost
+from vista_rl.errors import PluginLoadError, UnknownItemError
+from vista_rl.plugins import PluginHost
 
 GOOD = """
-import vista
+import vista_rl
 
-@vista.hookimpl
+@vista_rl.hookimpl
 def register_envs(register):
     register("goodpkg/echo-v0", "vista_plugin_oddshape.env:OddColourEnv", description="good")
     register("goodpkg/echo-v1", "vista_plugin_oddshape.env:OddColourEnv", description="good v1")
@@ -24,28 +24,28 @@ FAILS_ON_IMPORT = """
 raise RuntimeError("boom at import")
 """
 RAISES_IN_HOOK = """
-import vista
+import vista_rl
 
-@vista.hookimpl
+@vista_rl.hookimpl
 def register_envs(register):
     register("raiser/first-v0", "x:y")
     raise ValueError("boom in hook")
 """
 DUPLICATE = """
-import vista
+import vista_rl
 
-@vista.hookimpl
+@vista_rl.hookimpl
 def register_envs(register):
     register("goodpkg/echo-v0", "x:y")
 """
 SIDE_EFFECT = """
 import os, pathlib
 pathlib.Path(os.environ["SIDE_EFFECT_FILE"]).write_text("imported")
-import vista
+import vista_rl
 
-@vista.hookimpl
+@vista_rl.hookimpl
 def register_judges(register):
-    register("side/judge", "vista.judges:ExactMatchJudge")
+    register("side/judge", "vista_rl.judges:ExactMatchJudge")
 """
 
 
@@ -153,29 +153,29 @@ def test_import_vista_runs_no_plugin_code(install_plugin, tmp_path):
     assert done.returncode == 0, done.stderr
     assert not marker.exists()
     # ...and the first registry query does run it
-    code = "import vista; vista.make_judge('side/judge'); print('ok')"
+    code = "import vista; vista_rl.make_judge('side/judge'); print('ok')"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 0, done.stderr
     assert marker.read_text() == "imported"
 
 
 def test_temporary_plugin_fixture(vista_plugin):
-    import vista
+    import vista_rl
 
     class Plugin:
-        @vista.hookimpl
+        @vista_rl.hookimpl
         def register_judges(self, register):
-            register("temp/always-one", "vista.judges:ExactMatchJudge")
+            register("temp/always-one", "vista_rl.judges:ExactMatchJudge")
 
     vista_plugin(Plugin(), name="temp-plugin")
-    assert vista.make_judge("temp/always-one").score("Cat.", "cat").score == 1.0
+    assert vista_rl.make_judge("temp/always-one").score("Cat.", "cat").score == 1.0
 
 
 def test_temporary_plugin_is_gone_after_the_test():
-    import vista
+    import vista_rl
 
     with pytest.raises(UnknownItemError):
-        vista.make_judge("temp/always-one")
+        vista_rl.make_judge("temp/always-one")
 
 
 # ------------------------------------------------------------------------------------- the CLI
@@ -220,18 +220,18 @@ def test_cli_kind_listing_json(kind):
 
 
 def test_routed_ids_and_positional_only_make(vista_plugin):
-    import vista
+    import vista_rl
 
     def make_proxy(target: str, kind: str = "k", item_id: str = "i") -> dict:
         return {"target": target, "kind": kind, "item_id": item_id}
 
     class Plugin:
-        @vista.hookimpl
+        @vista_rl.hookimpl
         def register_envs(self, register):
             register("proxy/*", make_proxy, route_argument="target")
 
     vista_plugin(Plugin())
-    made = vista.host().make("envs", "proxy/sokoban/sokoban-v0", kind="x", item_id="y")
+    made = vista_rl.host().make("envs", "proxy/sokoban/sokoban-v0", kind="x", item_id="y")
     assert made == {"target": "sokoban/sokoban-v0", "kind": "x", "item_id": "y"}
     with pytest.raises(UnknownItemError):
-        vista.host().make("envs", "proxy/")
+        vista_rl.host().make("envs", "proxy/")

@@ -6,12 +6,12 @@ import threading
 
 import pytest
 
-import vista
+import vista_rl
 from tests.rollout_testkit import RELEASE, CharTokenBackend, RolloutTestPlugin
-from vista.config import RolloutSection
-from vista.model import Generation, ModelBackend
-from vista.rollout import EpisodeSpec, RolloutEngine, episode_specs
-from vista.rollout.workers import CallPool
+from vista_rl.config import RolloutSection
+from vista_rl.model import Generation, ModelBackend
+from vista_rl.rollout import EpisodeSpec, RolloutEngine, episode_specs
+from vista_rl.rollout.workers import CallPool
 
 COUNTER = "test/counter-v0"
 
@@ -57,7 +57,7 @@ def test_batch_size_caps_live_episodes_and_refills_as_episodes_finish():
 
 
 def test_scripted_backend_gets_the_oracle_of_each_live_env():
-    backend = vista.make_model("scripted", path="oracle")
+    backend = vista_rl.make_model("scripted", path="oracle")
     trajectories, _ = run(backend, episode_specs("oddshape/odd-colour-v0", range(6)))
     assert all(t.success and t.num_turns == 1 for t in trajectories)
     assert all(t.token_view is None and "token_view_error" not in t.metadata for t in trajectories)
@@ -229,10 +229,10 @@ def test_a_forever_hung_env_does_not_keep_the_process_alive(tmp_path):
     script = textwrap.dedent(f"""
         import sys, threading
         sys.path.insert(0, {str(Path(__file__).parent.parent)!r})
-        import vista
-        from vista.plugins import PluginInfo
-        from vista.config import RolloutSection
-        from vista.rollout import RolloutEngine, EpisodeSpec
+        import vista_rl
+        from vista_rl.plugins import PluginInfo
+        from vista_rl.config import RolloutSection
+        from vista_rl.rollout import RolloutEngine, EpisodeSpec
         from tests.rollout_testkit import CounterEnv, CharTokenBackend
 
         class Stuck(CounterEnv):
@@ -240,12 +240,12 @@ def test_a_forever_hung_env_does_not_keep_the_process_alive(tmp_path):
                 threading.Event().wait()
 
         class Plugin:
-            @vista.hookimpl
+            @vista_rl.hookimpl
             def register_envs(self, register):
                 register("test/stuck-v0", Stuck)
 
-        vista.host().load()
-        vista.host().register_object(Plugin(), PluginInfo("stuck", "stuck", "0", "stuck"))
+        vista_rl.host().load()
+        vista_rl.host().register_object(Plugin(), PluginInfo("stuck", "stuck", "0", "stuck"))
         with RolloutEngine(CharTokenBackend(oracle=True), RolloutSection(env_timeout_s=0.2)) as engine:
             (trajectory,) = engine.run([EpisodeSpec("test/stuck-v0", 0)])
         print(trajectory.failure)

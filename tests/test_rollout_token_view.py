@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from tests.rollout_testkit import IMAGE_TOKENS, CharTokenBackend, RolloutTestPlugin
-from vista.config import RolloutSection, SamplingSection
-from vista.rollout import EpisodeSpec, RolloutEngine
-from vista.rollout.token_view import TokenViewBuilder, continuation_start
-from vista.store import image_hash
+from vista_rl.config import RolloutSection, SamplingSection
+from vista_rl.rollout import EpisodeSpec, RolloutEngine
+from vista_rl.rollout.token_view import TokenViewBuilder, continuation_start
+from vista_rl.store import image_hash
 
 COUNTER = "test/counter-v0"
 
@@ -43,7 +43,7 @@ def test_token_view_is_the_whole_conversation_with_assistant_tokens_masked_in(wi
     # a window of one turn still holds all of turn 2's context, not turn 3's
     assert view.alignment == (["exact", "exact"] if window_size is None else ["exact", "aligned"])
     # With or without a window, the view is the full conversation (what a trainer should see).
-    from vista.observation import Message
+    from vista_rl.observation import Message
     full_chat = [Message("system", trajectory.system_prompt)]
     for turn in trajectory.turns:
         full_chat += [Message("user", turn.observation, turn.images), Message("assistant", turn.response)]
@@ -116,9 +116,9 @@ def test_tiny_qwen_token_views_decode_to_the_conversation(tiny_model_dir):
     """Real tokenizer, chat template and processor: a random model's samples re-tokenize differently,
     which is what the ``retokenized`` rule is for."""
     pytest.importorskip("vista_plugin_transformers")
-    import vista
+    import vista_rl
 
-    backend = vista.make_model("transformers", path=str(tiny_model_dir))
+    backend = vista_rl.make_model("transformers", path=str(tiny_model_dir))
     settings = RolloutSection(max_turns=3, sampling=SamplingSection(temperature=1.0, max_tokens=8))
     with RolloutEngine(backend, settings, seed=3) as engine:
         trajectories = engine.run([EpisodeSpec(COUNTER, seed) for seed in range(3)])

@@ -10,9 +10,9 @@ import pytest
 from PIL import Image
 
 from tests.test_contracts import Zoom
-from vista import Env, Observation, StepResult
-from vista.judges import ExactMatchJudge, FormatJudge
-from vista_sdk import CheckFailure, check_env, check_estimator, check_judge, check_tool
+from vista_rl import Env, Observation, StepResult
+from vista_rl.judges import ExactMatchJudge, FormatJudge
+from vista_rl_sdk import CheckFailure, check_env, check_estimator, check_judge, check_tool
 
 
 class GoodEnv(Env):
@@ -102,7 +102,7 @@ def test_check_judge_catches_a_judge_that_likes_everything():
 
 def test_check_estimator_catches_mask_leaks():
     torch = pytest.importorskip("torch")
-    from vista.estimator import AdvantageOutput
+    from vista_rl.estimator import AdvantageOutput
 
     def masked_reward_to_go(batch):
         returns = batch.token_rewards.flip(-1).cumsum(-1).flip(-1)

@@ -13,11 +13,11 @@ import pytest
 import yaml
 
 from tests.rollout_testkit import CharTokenBackend, RolloutTestPlugin
-from vista.config import RunConfig
-from vista.errors import VistaError
-from vista.rollout import EpisodeSpec, RolloutEngine, RolloutMetrics, episode_specs
-from vista.store import RunReader, RunWriter, image_hash
-from vista.trajectory import Trajectory, Turn
+from vista_rl.config import RunConfig
+from vista_rl.errors import VistaError
+from vista_rl.rollout import EpisodeSpec, RolloutEngine, RolloutMetrics, episode_specs
+from vista_rl.store import RunReader, RunWriter, image_hash
+from vista_rl.trajectory import Trajectory, Turn
 
 COUNTER = "test/counter-v0"
 
@@ -57,7 +57,7 @@ def test_round_trip_with_deduplicated_images(tmp_path):
     assert reader.metrics()["success_rate"]["value"] == 1.0
     assert reader.config()["env"]["id"] == COUNTER
     versions = reader.versions()
-    assert versions["vista"] and any(p["distribution"] == "vista-plugin-oddshape" for p in versions["plugins"])
+    assert versions["vista-rl"] and any(p["distribution"] == "vista-plugin-oddshape" for p in versions["plugins"])
 
 
 def test_every_line_is_strict_json_whatever_info_holds(tmp_path):
@@ -85,11 +85,11 @@ def test_a_crash_mid_run_leaves_every_completed_line_valid(tmp_path):
     script = textwrap.dedent(f"""
         import os, sys
         sys.path.insert(0, {str(Path(__file__).parent.parent)!r})
-        import vista
-        from vista.plugins import PluginInfo
-        from vista.rollout import RolloutEngine, EpisodeSpec
-        from vista.config import RolloutSection
-        from vista.store import RunWriter
+        import vista_rl
+        from vista_rl.plugins import PluginInfo
+        from vista_rl.rollout import RolloutEngine, EpisodeSpec
+        from vista_rl.config import RolloutSection
+        from vista_rl.store import RunWriter
         from tests.rollout_testkit import CounterEnv, CharTokenBackend
 
         class Crashing(CounterEnv):
@@ -102,12 +102,12 @@ def test_a_crash_mid_run_leaves_every_completed_line_valid(tmp_path):
                 return super().reset(seed)
 
         class Plugin:
-            @vista.hookimpl
+            @vista_rl.hookimpl
             def register_envs(self, register):
                 register("test/crashing-v0", Crashing)
 
-        vista.host().load()
-        vista.host().register_object(Plugin(), PluginInfo("crash", "crash", "0", "crash"))
+        vista_rl.host().load()
+        vista_rl.host().register_object(Plugin(), PluginInfo("crash", "crash", "0", "crash"))
         specs = [EpisodeSpec("test/crashing-v0", seed, env_config={{"target": 1 + seed % 2}}) for seed in range(9)]
         with RunWriter({str(tmp_path)!r}, html=False) as writer:
             with RolloutEngine(CharTokenBackend(oracle=True), RolloutSection(batch_size=2)) as engine:

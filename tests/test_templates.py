@@ -6,10 +6,10 @@ Two layers:
   pyproject metadata, README sections, nothing left unrendered), the name check of the
   ``pre_gen_project`` hook, and the ``vista new`` command;
 - end to end (``slow``): one fresh virtual environment per session (no ``--system-site-packages``,
-  so a dependency the packages forgot to declare fails here), into which core and vista-sdk are
+  so a dependency the packages forgot to declare fails here), into which core and vista-rl-sdk are
   installed as wheels from a copy of this checkout and the three baked plugins with their ``[test]``
   extra; then each baked plugin's own test suite, its lint, the ``vista`` listings and a
-  ``vista new`` run that must find the templates inside the installed vista-sdk wheel.
+  ``vista new`` run that must find the templates inside the installed vista-rl-sdk wheel.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from click.testing import CliRunner
 from cookiecutter.exceptions import FailedHookException
 from cookiecutter.main import cookiecutter
 
-from vista_sdk import scaffold
+from vista_rl_sdk import scaffold
 
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATES = REPO / "templates"
@@ -116,16 +116,16 @@ def test_pyproject_declares_the_entry_point_and_a_bounded_core(kind: str, tmp_pa
     name = BAKED[kind][0]
     project = tomllib.loads((bake(kind, tmp_path, github_username="ada") / "pyproject.toml").read_text())["project"]
     assert project["name"] == f"vista-plugin-{name}"
-    assert project["entry-points"]["vista"] == {name: "vista_plugin_" + name.replace("-", "_")}
-    assert "vista>=0.1,<0.2" in project["dependencies"]
-    assert any(dep.startswith("vista-sdk>=") and ",<" in dep for dep in project["optional-dependencies"]["test"])
+    assert project["entry-points"]["vista_rl"] == {name: "vista_plugin_" + name.replace("-", "_")}
+    assert "vista-rl>=0.1,<0.2" in project["dependencies"]
+    assert any(dep.startswith("vista-rl-sdk>=") and ",<" in dep for dep in project["optional-dependencies"]["test"])
     assert project["urls"]["Homepage"] == f"https://github.com/ada/vista-plugin-{name}"
 
 
 def test_pyproject_without_a_github_user_has_no_urls(tmp_path: Path) -> None:
     project = tomllib.loads((bake("judge", tmp_path) / "pyproject.toml").read_text())["project"]
     assert "urls" not in project
-    assert project["dependencies"] == ["vista>=0.1,<0.2"]  # a judge needs no Pillow
+    assert project["dependencies"] == ["vista-rl>=0.1,<0.2"]  # a judge needs no Pillow
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -166,11 +166,11 @@ def test_good_names_pass_the_hook(name: str) -> None:
 
 
 def test_vista_new_is_added_to_the_cli_by_the_sdk_plugin() -> None:
-    from vista.cli.main import build_cli
+    from vista_rl.cli.main import build_cli
 
     assert build_cli().commands["new"] is scaffold.new_command
-    sdk = next(info for info in __import__("vista").get_plugins() if info.name == "sdk")
-    assert sdk.distribution == "vista-sdk" and "register_commands" in sdk.hooks
+    sdk = next(info for info in __import__("vista_rl").get_plugins() if info.name == "sdk")
+    assert sdk.distribution == "vista-rl-sdk" and "register_commands" in sdk.hooks
 
 
 def test_vista_new_creates_the_project_and_says_what_next(tmp_path: Path) -> None:
@@ -210,11 +210,11 @@ def test_templates_dir_override_must_hold_the_templates(tmp_path: Path, monkeypa
 
 @pytest.mark.parametrize(
     ("version", "expected"),
-    [("0.1.0", "vista>=0.1,<0.2"), ("0.3.7", "vista>=0.3,<0.4"), ("1.4.0", "vista>=1.4,<2"),
-     ("2.0.0rc1", "vista>=2.0,<3")],
+    [("0.1.0", "vista-rl>=0.1,<0.2"), ("0.3.7", "vista-rl>=0.3,<0.4"), ("1.4.0", "vista-rl>=1.4,<2"),
+     ("2.0.0rc1", "vista-rl>=2.0,<3")],
 )
 def test_compatible_requirement(version: str, expected: str) -> None:
-    assert scaffold.compatible_requirement("vista", version) == expected
+    assert scaffold.compatible_requirement("vista-rl", version) == expected
 
 
 # ------------------------------------------------------------------------------------ end to end
@@ -307,7 +307,7 @@ def test_vista_lists_the_baked_items(kind: str, installed: tuple[FreshVenv, dict
 def test_vista_new_works_from_the_installed_sdk_wheel(installed: tuple[FreshVenv, dict[str, Path]],
                                                       tmp_path: Path) -> None:
     venv, baked = installed
-    where = run([str(venv.python), "-c", "import vista_sdk.scaffold as s; print(s.templates_root())"],
+    where = run([str(venv.python), "-c", "import vista_rl_sdk.scaffold as s; print(s.templates_root())"],
                 cwd=tmp_path, env=venv.env).strip()
     assert Path(where).is_relative_to(venv.root), f"templates came from {where}, not the installed wheel"
     run([str(venv.bin / "vista"), "new", "env", "tpl-env", "--output-dir", "out"], cwd=tmp_path, env=venv.env)

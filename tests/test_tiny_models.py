@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("transformers", reason="tiny models need vista-sdk[models]")
+pytest.importorskip("transformers", reason="tiny models need vista-rl-sdk[models]")
 
 from PIL import Image  # noqa: E402
 
-from vista_sdk.tiny_models import (  # noqa: E402
+from vista_rl_sdk.tiny_models import (  # noqa: E402
     FORMAT_TAGS,
     QWEN_SPECIAL_TOKENS,
     cached_tiny_model,

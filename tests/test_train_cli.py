@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from vista.cli.main import main
+from vista_rl.cli.main import main
 
 pytest.importorskip("transformers")
 

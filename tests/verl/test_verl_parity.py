@@ -15,7 +15,7 @@ core_algos = pytest.importorskip("verl.trainer.ppo.core_algos")
 from verl.trainer.config import AlgoConfig  # noqa: E402
 
 from tests.test_estimators import random_batch  # noqa: E402
-from vista.algorithms import estimators as est  # noqa: E402
+from vista_rl.algorithms import estimators as est  # noqa: E402
 
 SEEDS = [0, 1, 2, 3]
 

@@ -8,7 +8,7 @@ from collections import deque
 
 import numpy as np
 import pytest
-import vista
+import vista_rl
 
 from vista_plugin_count_objects.env import read_count
 
@@ -41,12 +41,12 @@ def blobs(image) -> int:
 
 @pytest.mark.parametrize("seed", range(12))
 def test_the_picture_holds_exactly_the_answer(seed: int) -> None:
-    observation, info = vista.make_env(ENV_ID, max_objects=12).reset(seed=seed)
+    observation, info = vista_rl.make_env(ENV_ID, max_objects=12).reset(seed=seed)
     assert blobs(observation.images[0]) == info["answer"]
 
 
 def test_counts_cover_the_configured_range() -> None:
-    env = vista.make_env(ENV_ID, min_objects=3, max_objects=5)
+    env = vista_rl.make_env(ENV_ID, min_objects=3, max_objects=5)
     answers = {env.reset(seed=seed)[1]["answer"] for seed in range(60)}
     assert answers == {3, 4, 5}
 
@@ -54,7 +54,7 @@ def test_counts_cover_the_configured_range() -> None:
 @pytest.mark.parametrize("env_id", [ENV_ID, CIRCLES_ID])
 @pytest.mark.parametrize("prompt_format", ["free_think", "no_think"])
 def test_oracle_always_succeeds(env_id: str, prompt_format: str) -> None:
-    env = vista.make_env(env_id, prompt_format=prompt_format)
+    env = vista_rl.make_env(env_id, prompt_format=prompt_format)
     for seed in range(10):
         env.reset(seed=seed)
         result = env.step(env.oracle_response() or "")
@@ -62,13 +62,13 @@ def test_oracle_always_succeeds(env_id: str, prompt_format: str) -> None:
 
 
 def test_distractors_are_drawn_but_not_counted() -> None:
-    observation, info = vista.make_env(CIRCLES_ID, distractors=4).reset(seed=3)
+    observation, info = vista_rl.make_env(CIRCLES_ID, distractors=4).reset(seed=3)
     assert blobs(observation.images[0]) == info["answer"] + 4
     assert "circles" in observation.text
 
 
 def test_wrong_answer_gets_feedback_and_a_retry_then_the_episode_ends() -> None:
-    env = vista.make_env(ENV_ID, max_attempts=2, attempt_penalty=0.25)
+    env = vista_rl.make_env(ENV_ID, max_attempts=2, attempt_penalty=0.25)
     _, info = env.reset(seed=5)
     first = env.step(f"<think>guess</think><answer>{info['answer'] + 1}</answer>")
     assert not first.terminated and first.reward == 0.0 and first.info["abs_error"] == 1
@@ -79,7 +79,7 @@ def test_wrong_answer_gets_feedback_and_a_retry_then_the_episode_ends() -> None:
 
 
 def test_last_wrong_answer_reveals_the_count() -> None:
-    env = vista.make_env(ENV_ID)
+    env = vista_rl.make_env(ENV_ID)
     _, info = env.reset(seed=1)
     result = env.step(f"<think>x</think><answer>{info['answer'] + 2}</answer>")
     assert result.terminated and not result.info["success"]
@@ -93,16 +93,16 @@ def test_read_count(text: str | None, expected: int | None) -> None:
 
 
 def test_malformed_answers_are_feedback() -> None:
-    env = vista.make_env(ENV_ID)
+    env = vista_rl.make_env(ENV_ID)
     env.reset(seed=0)
     result = env.step("<answer>lots")
     assert not result.info["success"] and not result.info["action_valid"] and result.observation.text
 
 
 def test_pixels_of_a_fixed_seed_are_pinned() -> None:
-    observation, _ = vista.make_env(ENV_ID).reset(seed=7)
-    again, _ = vista.make_env(ENV_ID).reset(seed=7)
-    other, _ = vista.make_env(ENV_ID).reset(seed=8)
+    observation, _ = vista_rl.make_env(ENV_ID).reset(seed=7)
+    again, _ = vista_rl.make_env(ENV_ID).reset(seed=7)
+    other, _ = vista_rl.make_env(ENV_ID).reset(seed=8)
     digest = hashlib.sha256(observation.images[0].tobytes()).hexdigest()
     assert hashlib.sha256(again.images[0].tobytes()).hexdigest() == digest
     assert hashlib.sha256(other.images[0].tobytes()).hexdigest() != digest
@@ -113,4 +113,4 @@ def test_pixels_of_a_fixed_seed_are_pinned() -> None:
                                              ({"target_shape": "star"}, "target_shape")])
 def test_bad_config_names_the_key(config: dict, key: str) -> None:
     with pytest.raises(Exception, match=key):
-        vista.make_env(ENV_ID, **config)
+        vista_rl.make_env(ENV_ID, **config)

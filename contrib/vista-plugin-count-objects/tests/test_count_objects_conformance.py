@@ -1,6 +1,6 @@
-"""Every item this plugin registers passes the vista-sdk conformance checks.
+"""Every item this plugin registers passes the vista-rl-sdk conformance checks.
 
-The items are found the way VISTA finds them (the ``vista`` entry point of the installed
+The items are found the way VISTA finds them (the ``vista_rl`` entry point of the installed
 distribution), so this also proves the packaging is right.  Add an env, tool or judge to the
 plugin and it is checked here with no new test code; give a check its inputs with the
 ``check_args`` metadata of ``register(...)``.
@@ -11,16 +11,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import vista
-from vista.plugins import PluginInfo
-from vista_sdk import check_env, check_judge, check_tool
+import vista_rl
+from vista_rl.plugins import PluginInfo
+from vista_rl_sdk import check_env, check_judge, check_tool
 
 PLUGIN = "count-objects"
 DISTRIBUTION = "vista-plugin-count-objects"
 
 
 def plugin_info() -> PluginInfo | None:
-    return next((info for info in vista.get_plugins() if info.name == PLUGIN), None)
+    return next((info for info in vista_rl.get_plugins() if info.name == PLUGIN), None)
 
 
 def item_ids(kind: str) -> list[str]:
@@ -29,7 +29,7 @@ def item_ids(kind: str) -> list[str]:
 
 
 def check_args(kind: str, item_id: str) -> dict[str, Any]:
-    return dict(vista.host().spec(kind, item_id).metadata.get("check_args", {}))
+    return dict(vista_rl.host().spec(kind, item_id).metadata.get("check_args", {}))
 
 
 def test_plugin_is_discovered_through_its_entry_point() -> None:
@@ -46,12 +46,12 @@ def check_registered_env(env_id: str, args: dict[str, Any]) -> None:
 
 def check_registered_tool(tool_id: str, args: dict[str, Any]) -> None:
     assert "valid_arguments" in args, "register the tool with check_args={'valid_arguments': {...}}"
-    check_tool(vista.make_tool(tool_id), **args)
+    check_tool(vista_rl.make_tool(tool_id), **args)
 
 
 def check_registered_judge(judge_id: str, args: dict[str, Any]) -> None:
     assert "reference" in args, "register the judge with check_args={'reference': ..., 'wrong': [...]}"
-    check_judge(vista.make_judge(judge_id), **args)
+    check_judge(vista_rl.make_judge(judge_id), **args)
 
 
 CHECKS = {"envs": check_registered_env, "tools": check_registered_tool, "judges": check_registered_judge}

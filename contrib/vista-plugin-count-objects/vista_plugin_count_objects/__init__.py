@@ -8,16 +8,16 @@ from __future__ import annotations
 
 from typing import Any
 
-import vista
+import vista_rl
 
 
-@vista.hookimpl
+@vista_rl.hookimpl
 def register_envs(register: Any) -> None:
     register(
         "count-objects/count-objects-v0",
         "vista_plugin_count_objects.env:CountObjectsEnv",
         description="How many shapes are in the image? Seeded, 1-9 objects, one answer.",
-        # Keyword arguments for vista_sdk.check_env in tests/test_*_conformance.py.
+        # Keyword arguments for vista_rl_sdk.check_env in tests/test_*_conformance.py.
         check_args={"config": {"max_objects": 12}},
     )
     register(

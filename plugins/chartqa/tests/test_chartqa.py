@@ -7,10 +7,10 @@ import pytest
 from vista_plugin_chartqa.generator import generate, make_question, random_table
 from vista_plugin_datasets import testing
 
-import vista
-from vista import ToolContext
-from vista.parsing import parse_response
-from vista_sdk import check_env
+import vista_rl
+from vista_rl import ToolContext
+from vista_rl.parsing import parse_response
+from vista_rl_sdk import check_env
 
 SYNTHETIC, RECORDS = "chartqa/synthetic-v0", "chartqa/records-v0"
 
@@ -44,7 +44,7 @@ def expected_from_table(table, question) -> str:
 
 
 def test_generated_answers_agree_with_the_table():
-    judge = vista.make_judge("relaxed_numeric", tolerance=0.005)
+    judge = vista_rl.make_judge("relaxed_numeric", tolerance=0.005)
     kinds = set()
     for seed in range(300):
         rng = random.Random(seed)
@@ -72,7 +72,7 @@ def test_synthetic_conformance(config):
 def test_records_conformance_and_judging(tmp_path):
     root = str(testing.write_chartqa(tmp_path))
     check_env(RECORDS, {"dataset": "chartqa", "dataset_config": {"root": root}}, seeds=(0, 1))
-    env = vista.make_env(RECORDS, dataset="chartqa", dataset_config={"root": root})
+    env = vista_rl.make_env(RECORDS, dataset="chartqa", dataset_config={"root": root})
     env.reset(seed=0)  # label 37.5
     assert env.step("<think>t</think><answer>36</answer>").info["success"]  # 4% off
     env.reset(seed=0)
@@ -80,7 +80,7 @@ def test_records_conformance_and_judging(tmp_path):
 
 
 def test_oracle_solves_synthetic_episodes():
-    env = vista.make_env(SYNTHETIC)
+    env = vista_rl.make_env(SYNTHETIC)
     for seed in range(6):
         env.reset(seed=seed)
         result = env.step(env.oracle_response())
@@ -98,8 +98,8 @@ def _value_near(words, category):
 @pytest.mark.skipif(shutil.which("tesseract") is None, reason="needs Tesseract")
 def test_end_to_end_episode_reads_the_chart_with_ocr_and_computes_with_python():
     """Scripted policy: OCR the chart, find the two bars' value labels, compute the difference with the
-    python tool, answer.  Tools run through vista.make_tool as the rollout engine runs them."""
-    env = vista.make_env(SYNTHETIC, chart_types=["bar"], question_types=["difference"])
+    python tool, answer.  Tools run through vista_rl.make_tool as the rollout engine runs them."""
+    env = vista_rl.make_env(SYNTHETIC, chart_types=["bar"], question_types=["difference"])
     observation, info = env.reset(seed=5)
     images = list(observation.images)
     context = ToolContext(images=images, metadata=env.tool_context_metadata())
@@ -109,7 +109,7 @@ def test_end_to_end_episode_reads_the_chart_with_ocr_and_computes_with_python():
     step = env.step(ocr_call)
     assert step.info["tool_calls"][0]["name"] == "ocr" and not step.done
     call = parse_response(ocr_call).tool_calls[0]
-    words = vista.make_tool(call.name)(call.arguments, context).metadata["words"]
+    words = vista_rl.make_tool(call.name)(call.arguments, context).metadata["words"]
     va, vb = _value_near(words, a), _value_near(words, b)
 
     code = f"print(round(abs({va} - {vb}), 2))"
@@ -117,7 +117,7 @@ def test_end_to_end_episode_reads_the_chart_with_ocr_and_computes_with_python():
     step = env.step(python_call)
     assert not step.done and step.info["action_valid"]
     call = parse_response(python_call).tool_calls[0]
-    result = vista.make_tool(call.name)(call.arguments, context)
+    result = vista_rl.make_tool(call.name)(call.arguments, context)
     computed = result.text.split("stdout:\n")[1].split()[0]
 
     final = env.step(f"<think>The difference is {computed}.</think><answer>{computed}</answer>")

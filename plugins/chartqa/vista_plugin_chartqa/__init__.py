@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import vista
+import vista_rl
 
 
-@vista.hookimpl
+@vista_rl.hookimpl
 def register_envs(register: Any) -> None:
     register("chartqa/synthetic-v0", "vista_plugin_chartqa.env:SyntheticChartEnv",
              description="Seeded bar/grouped-bar/line/pie charts; value, extreme, difference, ratio, trend questions")

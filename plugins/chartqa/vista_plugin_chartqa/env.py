@@ -8,7 +8,7 @@ from pydantic import Field
 from vista_plugin_vqa.base import Problem, QAEnvConfig, ToolQAEnv
 from vista_plugin_vqa.env import RecordEnvConfig, ShortAnswerVQAEnv
 
-import vista
+import vista_rl
 from vista_plugin_chartqa.generator import CHART_TYPES, QUESTION_TYPES, ChartType, generate
 
 CHART_INSTRUCTIONS = ("Read the chart. Numbers are judged with a 5% tolerance (years exactly); give just "
@@ -20,7 +20,7 @@ class ChartJudging(ToolQAEnv):
 
     def judge(self, name: str) -> Any:
         if name == "relaxed_numeric" and name not in self._judges:
-            self._judges[name] = vista.make_judge(name, tolerance=self.config.tolerance)  # type: ignore[attr-defined]
+            self._judges[name] = vista_rl.make_judge(name, tolerance=self.config.tolerance)  # type: ignore[attr-defined]
         return super().judge(name)
 
 

@@ -1,4 +1,4 @@
-"""Datasets of :class:`vista.TaskRecord`: one generic loader and adapters from public release formats.
+"""Datasets of :class:`vista_rl.TaskRecord`: one generic loader and adapters from public release formats.
 
 Import-light: HF ``datasets`` (pyarrow, pandas) loads only when a dataset is made.
 """
@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import vista
+import vista_rl
 
 
-@vista.hookimpl
+@vista_rl.hookimpl
 def register_datasets(register: Any) -> None:
     register("records", "vista_plugin_datasets.records:load_records",
              description="TaskRecords from JSONL/JSON/parquet files (HF datasets), with column mapping")

@@ -1,4 +1,4 @@
-"""Adapters from the public release layouts to :class:`vista.TaskRecord`.
+"""Adapters from the public release layouts to :class:`vista_rl.TaskRecord`.
 
 Each reads the files exactly as the dataset authors publish them (paths relative to ``root``):
 
@@ -21,8 +21,8 @@ import string
 from pathlib import Path
 from typing import Any, Literal
 
-from vista.task import TaskRecord
 from vista_plugin_datasets.records import TaskDataset
+from vista_rl.task import TaskRecord
 
 LETTERS = string.ascii_uppercase
 _NUMERIC = re.compile(r"^[-+−]?[$€£]?\d[\d,]*(\.\d+)?\s*%?$")

@@ -1,6 +1,6 @@
 """The dataset container and the generic loader.
 
-A :class:`TaskDataset` is an immutable list of :class:`vista.TaskRecord`; envs pick the record for a
+A :class:`TaskDataset` is an immutable list of :class:`vista_rl.TaskRecord`; envs pick the record for a
 seed with :meth:`TaskDataset.for_seed`, so the same seed gives the same item everywhere.  Files are
 read with HF ``datasets`` (JSON lines, JSON arrays, parquet), which also handles parquet exports
 whose image column holds bytes: those images are written once into ``image_cache_dir``.
@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from vista.task import TaskRecord
+from vista_rl.task import TaskRecord
 
 TABLE_SUFFIXES = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}
 

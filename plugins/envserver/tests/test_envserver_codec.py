@@ -15,7 +15,7 @@ from vista_plugin_envserver.codec import (
     unpack,
 )
 
-from vista import Observation, StepResult
+from vista_rl import Observation, StepResult
 
 
 def _image(mode: str) -> Image.Image:

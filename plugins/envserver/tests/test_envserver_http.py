@@ -13,9 +13,9 @@ from vista_plugin_envserver.client import EnvServerClient, EnvServerError, ItemE
 from vista_plugin_envserver.codec import CONTENT_TYPE, pack, unpack
 from vista_plugin_envserver.server import BackgroundServer
 
-import vista
-from vista import Env, Observation, StepResult
-from vista_sdk.checks import check_env, observation_fingerprint
+import vista_rl
+from vista_rl import Env, Observation, StepResult
+from vista_rl_sdk.checks import check_env, observation_fingerprint
 
 ENV_ID = "oddshape/odd-colour-v0"
 TOKEN = "s3cret-token"
@@ -49,7 +49,7 @@ def test_batched_reset_and_step_match_local_envs(server: BackgroundServer) -> No
     sessions = client.create(4)
     seeds = [3, 4, 5, 6]
     resets = client.reset([(s.id, seed) for s, seed in zip(sessions, seeds, strict=True)])
-    local = vista.make_env(ENV_ID, grid=3, cell_size=24)
+    local = vista_rl.make_env(ENV_ID, grid=3, cell_size=24)
     for (observation, info), seed in zip(resets, seeds, strict=True):  # type: ignore[misc]
         expected, expected_info = local.reset(seed=seed)
         assert observation_fingerprint(observation) == observation_fingerprint(expected)
@@ -70,7 +70,7 @@ def test_remote_env_passes_check_env(server: BackgroundServer) -> None:
 
 
 def test_remote_env_is_a_vista_env_with_prompt_and_oracle(server: BackgroundServer) -> None:
-    with vista.make_env("remote", url=server.url) as env:
+    with vista_rl.make_env("remote", url=server.url) as env:
         assert isinstance(env, Env)
         assert "grid of shapes" in env.system_prompt()
         observation, info = env.reset(seed=11)

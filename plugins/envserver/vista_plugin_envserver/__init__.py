@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import vista
+import vista_rl
 
 
-@vista.hookimpl
+@vista_rl.hookimpl
 def register_envs(register: Any) -> None:
     register(
         "remote",
@@ -25,7 +25,7 @@ def register_envs(register: Any) -> None:
     )
 
 
-@vista.hookimpl
+@vista_rl.hookimpl
 def register_commands(cli: Any) -> None:
     from vista_plugin_envserver.cli import env_server_command
 

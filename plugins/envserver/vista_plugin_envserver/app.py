@@ -30,8 +30,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-import vista
-from vista.env import Env
+import vista_rl
 from vista_plugin_envserver.codec import (
     CONTENT_TYPE,
     CodecError,
@@ -42,6 +41,7 @@ from vista_plugin_envserver.codec import (
     unpack,
 )
 from vista_plugin_envserver.sessions import Session, SessionError, SessionManager
+from vista_rl.env import Env
 
 
 @dataclass
@@ -107,7 +107,7 @@ def _error_response(status: int, message: str) -> JSONResponse:
 
 def _default_env_factory(settings: ServerSettings) -> Callable[[str, dict[str, Any]], Env]:
     def make(env_id: str, config: dict[str, Any]) -> Env:
-        return vista.make_env(env_id, **{**settings.env_config.get(env_id, {}), **config})
+        return vista_rl.make_env(env_id, **{**settings.env_config.get(env_id, {}), **config})
 
     return make
 

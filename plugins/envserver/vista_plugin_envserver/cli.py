@@ -7,9 +7,9 @@ import sys
 
 import click
 
-from vista.config import apply_overrides
-from vista.errors import ConfigError
 from vista_plugin_envserver.client import TOKEN_ENV_VAR
+from vista_rl.config import apply_overrides
+from vista_rl.errors import ConfigError
 
 
 @click.command("env-server")
@@ -34,12 +34,12 @@ def env_server_command(env_ids: tuple[str, ...], host: str, port: int, token: st
                        overrides: tuple[str, ...], max_sessions: int, idle_timeout: float, max_body_mb: float,
                        max_batch: int, threads: int, no_client_config: bool) -> None:
     """Serve many sessions of registered envs: batched reset/step, binary images, optional auth."""
-    import vista
+    import vista_rl
     from vista_plugin_envserver.app import ServerSettings
     from vista_plugin_envserver.server import serve
 
     for env_id in env_ids:
-        vista.host().spec("envs", env_id)  # unknown ids fail now, with suggestions, not on first use
+        vista_rl.host().spec("envs", env_id)  # unknown ids fail now, with suggestions, not on first use
     try:
         defaults = apply_overrides({}, overrides)
     except ConfigError as exc:

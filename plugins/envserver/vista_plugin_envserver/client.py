@@ -1,7 +1,7 @@
 """Clients of the env server: a batched client, and ``RemoteEnv``, a vista Env backed by one session.
 
 ``RemoteEnv`` is an ordinary Env, so rollouts, checks and evaluation use a remote env exactly like a
-local one (``vista.make_env("remote", url=..., env=...)``).  As every Env, its ``step`` never
+local one (``vista_rl.make_env("remote", url=..., env=...)``).  As every Env, its ``step`` never
 raises: a server or network failure ends the episode with ``truncated=True`` and the error in
 ``info["env_error"]``, and the run records it and goes on.
 """
@@ -15,9 +15,6 @@ from typing import Any
 
 import httpx
 
-from vista.env import Env, StepResult
-from vista.errors import VistaError
-from vista.observation import Observation
 from vista_plugin_envserver.codec import (
     CONTENT_TYPE,
     ImageEncoding,
@@ -26,6 +23,9 @@ from vista_plugin_envserver.codec import (
     pack,
     unpack,
 )
+from vista_rl.env import Env, StepResult
+from vista_rl.errors import VistaError
+from vista_rl.observation import Observation
 
 TOKEN_ENV_VAR = "VISTA_ENV_SERVER_TOKEN"
 

@@ -6,11 +6,11 @@ from hypothesis import HealthCheck, given, settings
 from pydantic import ValidationError
 from vista_plugin_frozenlake.lake import ACTION_NAMES, GenerationError, distances_to_goal, generate_map
 
-import vista
-from vista.games.expert import generate_expert_trajectories
-from vista.games.formats import PROMPT_FORMATS
-from vista_sdk import check_env
-from vista_sdk.game_testing import (
+import vista_rl
+from vista_rl.games.expert import generate_expert_trajectories
+from vista_rl.games.formats import PROMPT_FORMATS
+from vista_rl_sdk import check_env
+from vista_rl_sdk.game_testing import (
     episode_fingerprint,
     fingerprint_in_subprocess,
     model_outputs,
@@ -30,7 +30,7 @@ def test_check_env_every_mode_and_format(render_mode, prompt_format):
 
 def test_slippery_preset_passes_check_env_and_is_registered():
     check_env("frozenlake/frozenlake-slippery-v0", cross_process=False)
-    assert vista.host().spec("envs", ENV_ID).distribution == "vista-plugin-frozenlake"
+    assert vista_rl.host().spec("envs", ENV_ID).distribution == "vista-plugin-frozenlake"
 
 
 def test_determinism_across_processes_including_slips():
@@ -43,11 +43,11 @@ def test_determinism_across_processes_including_slips():
 
 
 def test_pixels_of_a_fixed_seed_are_pinned():
-    observation, _ = vista.make_env(ENV_ID).reset(seed=7)
+    observation, _ = vista_rl.make_env(ENV_ID).reset(seed=7)
     image = observation.images[0]
     assert image.size == (256, 256)
     assert hashlib.sha256(image.tobytes()).hexdigest() == "3ff8517b8acdcb18b3dd2bf1c5d8fa46377ef2340dd0af389735b19d699f8857"
-    other, _ = vista.make_env(ENV_ID).reset(seed=8)
+    other, _ = vista_rl.make_env(ENV_ID).reset(seed=8)
     assert other.images[0].tobytes() != image.tobytes()
 
 
@@ -68,7 +68,7 @@ def test_generated_maps_have_a_path_random_ends_and_respect_the_range():
 
 
 def test_reward_sums_of_scripted_episodes():
-    env = vista.make_env(ENV_ID, desc=GYM_4X4, prompt_format="no_think", render_mode="text")
+    env = vista_rl.make_env(ENV_ID, desc=GYM_4X4, prompt_format="no_think", render_mode="text")
     env.reset(seed=0)
     edge = env.step("<answer>Up</answer>")  # off the edge: stays, valid but not effective
     assert edge.reward == pytest.approx(0.5) and not edge.info["action_effective"]
@@ -86,7 +86,7 @@ def test_reward_sums_of_scripted_episodes():
 
 
 def test_slips_follow_the_seed_and_the_rate():
-    env = vista.make_env(ENV_ID, desc=["SFFF", "FFFF", "FFFF", "FFFG"], is_slippery=True,
+    env = vista_rl.make_env(ENV_ID, desc=["SFFF", "FFFF", "FFFF", "FFFG"], is_slippery=True,
                          prompt_format="no_think", render_mode="text")
     landed = []
     for seed in range(600):
@@ -101,7 +101,7 @@ def test_slips_follow_the_seed_and_the_rate():
 
 @pytest.mark.parametrize("prompt_format", PROMPT_FORMATS)
 def test_oracle_responses_are_well_formed_and_predictions_true(prompt_format):
-    env = vista.make_env(ENV_ID, prompt_format=prompt_format, size=6)
+    env = vista_rl.make_env(ENV_ID, prompt_format=prompt_format, size=6)
     for seed in range(6):
         assert play_oracle_checked(env, seed).info["success"]
 
@@ -109,7 +109,7 @@ def test_oracle_responses_are_well_formed_and_predictions_true(prompt_format):
 def test_expert_trajectories_replay_to_success():
     trajectories = list(generate_expert_trajectories(ENV_ID, range(10), size=5))
     assert len(trajectories) == 10
-    env = vista.make_env(ENV_ID, size=5)
+    env = vista_rl.make_env(ENV_ID, size=5)
     for trajectory in trajectories:
         env.reset(seed=trajectory.seed)
         results = [env.step(turn.response) for turn in trajectory.turns]
@@ -121,7 +121,7 @@ def test_expert_trajectories_replay_to_success():
 
 
 def test_state_and_relations_in_info():
-    env = vista.make_env(ENV_ID, desc=GYM_4X4, prompt_format="no_think")
+    env = vista_rl.make_env(ENV_ID, desc=GYM_4X4, prompt_format="no_think")
     _, info = env.reset(seed=0)
     assert info["state"]["player"] == [0, 0] and info["state"]["goal"] == [3, 3]
     assert {"object_id": "target", "vertical_relation": "below", "horizontal_relation": "right"} in info["relations"]
@@ -132,12 +132,12 @@ def test_state_and_relations_in_info():
 
 def test_config_errors_name_the_key():
     with pytest.raises(ValidationError, match="size"):
-        vista.make_env(ENV_ID, size=1)
+        vista_rl.make_env(ENV_ID, size=1)
     with pytest.raises(ValidationError, match="desc"):
-        vista.make_env(ENV_ID, desc=["SF", "FF"])
+        vista_rl.make_env(ENV_ID, desc=["SF", "FF"])
 
 
-_FUZZ_ENV = vista.make_env(ENV_ID, render_mode="both", prompt_format="grounding", is_slippery=True)
+_FUZZ_ENV = vista_rl.make_env(ENV_ID, render_mode="both", prompt_format="grounding", is_slippery=True)
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -145,6 +145,6 @@ _FUZZ_ENV = vista.make_env(ENV_ID, render_mode="both", prompt_format="grounding"
 def test_any_string_gives_a_valid_step_result(text):
     _FUZZ_ENV.reset(seed=len(text) % 5)
     result = _FUZZ_ENV.step(text)
-    assert isinstance(result, vista.StepResult)
+    assert isinstance(result, vista_rl.StepResult)
     assert result.observation.text.count("<image>") == len(result.observation.images) == 1
     assert isinstance(result.info["format_ok"], bool) and len(result.info["actions"]) <= 3

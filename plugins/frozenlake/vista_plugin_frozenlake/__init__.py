@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import vista
+import vista_rl
 
 
-@vista.hookimpl
+@vista_rl.hookimpl
 def register_envs(register: Any) -> None:
     register("frozenlake/frozenlake-v0", "vista_plugin_frozenlake.env:FrozenLakeEnv",
              description="FrozenLake (VAGEN defaults: 4x4, p=0.8, not slippery, vision, grounding_worldmodeling)")

@@ -12,11 +12,11 @@ from typing import Any
 import numpy as np
 from pydantic import Field, model_validator
 
-from vista.games.gamekit import ActionResult, GameConfig, TextGameEnv
-from vista.games.relations import describe, relations
-from vista.games.sprites import compose, paint
 from vista_plugin_frozenlake import render
 from vista_plugin_frozenlake.lake import ACTION_NAMES, LakeMap, from_rows, generate_map, neighbour
+from vista_rl.games.gamekit import ActionResult, GameConfig, TextGameEnv
+from vista_rl.games.relations import describe, relations
+from vista_rl.games.sprites import compose, paint
 
 RULES = (
     "You are a FrozenLake solver.\n"

@@ -1,4 +1,4 @@
-"""FrozenLake sprites, drawn once per tile size as numpy arrays (see ``vista.games.sprites``)."""
+"""FrozenLake sprites, drawn once per tile size as numpy arrays (see ``vista_rl.games.sprites``)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from vista.games.sprites import centred_coords, freeze, solid
+from vista_rl.games.sprites import centred_coords, freeze, solid
 
 FROZEN, HOLE, GOAL, PLAYER, PLAYER_IN_HOLE, PLAYER_ON_GOAL = range(6)
 

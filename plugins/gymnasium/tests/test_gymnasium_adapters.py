@@ -6,11 +6,11 @@ from hypothesis import HealthCheck, given, settings
 from pydantic import ValidationError
 from vista_plugin_gymnasium.to_gymnasium import VistaGymEnv
 
-import vista
-from vista.games.expert import generate_expert_trajectories
-from vista.games.formats import PROMPT_FORMATS
-from vista_sdk import check_env
-from vista_sdk.game_testing import episode_fingerprint, fingerprint_in_subprocess, model_outputs
+import vista_rl
+from vista_rl.games.expert import generate_expert_trajectories
+from vista_rl.games.formats import PROMPT_FORMATS
+from vista_rl_sdk import check_env
+from vista_rl_sdk.game_testing import episode_fingerprint, fingerprint_in_subprocess, model_outputs
 
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
 
@@ -30,7 +30,7 @@ def test_every_prompt_format_is_solved_by_the_oracle(prompt_format):
 
 
 def test_cliffwalking_oracle_takes_the_shortest_path_and_rewards_pass_through():
-    env = vista.make_env("gymnasium/CliffWalking-v1", prompt_format="no_think", max_actions_per_step=20)
+    env = vista_rl.make_env("gymnasium/CliffWalking-v1", prompt_format="no_think", max_actions_per_step=20)
     env.reset(seed=0)
     response = env.oracle_response()
     assert response == "<answer>Up," + "Right," * 11 + "Down</answer>"  # 13 moves around the cliff
@@ -39,33 +39,33 @@ def test_cliffwalking_oracle_takes_the_shortest_path_and_rewards_pass_through():
 
 
 def test_action_names_map_to_discrete_actions():
-    env = vista.make_env("gymnasium/FrozenLake-v1", render_mode="text", prompt_format="no_think")
+    env = vista_rl.make_env("gymnasium/FrozenLake-v1", render_mode="text", prompt_format="no_think")
     env.reset(seed=0)
     assert env.action_names == ("Left", "Down", "Right", "Up")
     result = env.step("<answer>down, RIGHT</answer>")  # case does not matter
     assert result.info["actions"] == ["Down", "Right"] and result.info["state"]["player"] == [1, 1]
     assert result.terminated and not result.info["success"]  # (1,1) is a hole in the 4x4 map
-    text_env = vista.make_env("gymnasium/FrozenLake-v1", render_mode="text")
+    text_env = vista_rl.make_env("gymnasium/FrozenLake-v1", render_mode="text")
     observation, _ = text_env.reset(seed=0)
     assert "PFFF" in observation.text and "\x1b" not in observation.text
 
 
 def test_generic_factory_and_its_errors():
-    env = vista.make_env("gymnasium/make-v0", gym_id="Taxi-v4", render_mode="text", prompt_format="no_think")
+    env = vista_rl.make_env("gymnasium/make-v0", gym_id="Taxi-v4", render_mode="text", prompt_format="no_think")
     observation, _ = env.reset(seed=1)
     assert env.action_names[:2] == ("South", "North") and "Taxi-v4" in env.system_prompt()
     assert env.oracle_response() is not None  # BFS over Taxi's transition table
-    named = vista.make_env("gymnasium/make-v0", gym_id="FrozenLake-v1", render_mode="text",
+    named = vista_rl.make_env("gymnasium/make-v0", gym_id="FrozenLake-v1", render_mode="text",
                            action_names=["W", "S", "E", "N"])
     named.reset(seed=0)
     assert named.step("<think>x</think><observation>a</observation><reasoning>b</reasoning>"
                       "<prediction>c</prediction><answer>S</answer>").info["actions"] == ["S"]
     with pytest.raises(ValueError, match="4 distinct names"):
-        vista.make_env("gymnasium/make-v0", gym_id="FrozenLake-v1", action_names=["a", "b"])
+        vista_rl.make_env("gymnasium/make-v0", gym_id="FrozenLake-v1", action_names=["a", "b"])
     with pytest.raises(ValueError, match="only Discrete"):
-        vista.make_env("gymnasium/make-v0", gym_id="Pendulum-v1", render_mode="vision")
+        vista_rl.make_env("gymnasium/make-v0", gym_id="Pendulum-v1", render_mode="vision")
     with pytest.raises(ValidationError, match="gym_id"):
-        vista.make_env("gymnasium/make-v0")
+        vista_rl.make_env("gymnasium/make-v0")
 
 
 def test_wrapped_env_is_deterministic_across_processes():
@@ -99,7 +99,7 @@ def test_vista_env_through_gymnasium_wrappers():
     assert "[Initial" not in env.render() and "<image>" in env.render()
 
 
-_FUZZ_ENV = vista.make_env("gymnasium/CliffWalking-v1", render_mode="text", prompt_format="free_think")
+_FUZZ_ENV = vista_rl.make_env("gymnasium/CliffWalking-v1", render_mode="text", prompt_format="free_think")
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -107,5 +107,5 @@ _FUZZ_ENV = vista.make_env("gymnasium/CliffWalking-v1", render_mode="text", prom
 def test_any_string_gives_a_valid_step_result(text):
     _FUZZ_ENV.reset(seed=0)
     result = _FUZZ_ENV.step(text)
-    assert isinstance(result, vista.StepResult) and not result.observation.images
+    assert isinstance(result, vista_rl.StepResult) and not result.observation.images
     assert isinstance(result.info["action_valid"], bool) and len(result.info["actions"]) <= 3

@@ -3,7 +3,7 @@
 - :mod:`vista_plugin_gymnasium.from_gymnasium`: a gymnasium env with a discrete action space (and
   ``rgb_array``/``ansi`` rendering) as a VISTA env whose actions are names like ``Left``.
 - :mod:`vista_plugin_gymnasium.to_gymnasium`: a VISTA env as a ``gymnasium.Env`` with text actions.
-- The turn kit (prompt formats, multi-action turns, relations, experts) lives in :mod:`vista.games`.
+- The turn kit (prompt formats, multi-action turns, relations, experts) lives in :mod:`vista_rl.games`.
 
 Kept import-light: gymnasium itself loads only when an env is made.
 """
@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import vista
+import vista_rl
 
 
-@vista.hookimpl
+@vista_rl.hookimpl
 def register_envs(register: Any) -> None:
     register("gymnasium/FrozenLake-v1", "vista_plugin_gymnasium.from_gymnasium:make_frozenlake",
              description="gymnasium's FrozenLake-v1 rendered by gymnasium, actions Left/Down/Right/Up")

@@ -13,8 +13,8 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-import vista
-from vista import Env, Observation
+import vista_rl
+from vista_rl import Env, Observation
 
 
 class AnyText(spaces.Text):
@@ -33,7 +33,7 @@ class VistaGymEnv(gymnasium.Env):  # type: ignore[misc]
     def __init__(self, env: str | Env, render_mode: str | None = None,
                  image_shape: tuple[int, int, int] | None = None, max_text_length: int = 1 << 20,
                  **config: Any) -> None:
-        self.env = vista.make_env(env, **config) if isinstance(env, str) else env
+        self.env = vista_rl.make_env(env, **config) if isinstance(env, str) else env
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(f"render_mode must be one of {self.metadata['render_modes']}, got {render_mode!r}")
         self.render_mode = render_mode

@@ -1,8 +1,8 @@
 import pytest
 from vista_plugin_judges.numeric import parse_number
 
-import vista
-from vista_sdk import check_judge
+import vista_rl
+from vista_rl_sdk import check_judge
 
 # (prediction, reference, expected score) -- ChartQA edge cases included
 RELAXED_CASES = [
@@ -38,19 +38,19 @@ RELAXED_CASES = [
 
 @pytest.mark.parametrize(("prediction", "reference", "expected"), RELAXED_CASES)
 def test_relaxed_numeric_table(prediction, reference, expected):
-    judge = vista.make_judge("relaxed_numeric")
+    judge = vista_rl.make_judge("relaxed_numeric")
     assert judge(prediction, reference).score == expected, (prediction, reference)
 
 
 def test_relaxed_numeric_options():
-    assert vista.make_judge("relaxed_numeric", tolerance=0.10)("13.1", "12").score == 1.0
-    assert vista.make_judge("relaxed_numeric", exact_years=False)("2018", "2019").score == 1.0
-    assert vista.make_judge("relaxed_numeric", percent_as_fraction=True)("0.45", "45%").score == 1.0
-    assert vista.make_judge("relaxed_numeric", absolute_tolerance=0.1)("0.05", "0").score == 1.0
+    assert vista_rl.make_judge("relaxed_numeric", tolerance=0.10)("13.1", "12").score == 1.0
+    assert vista_rl.make_judge("relaxed_numeric", exact_years=False)("2018", "2019").score == 1.0
+    assert vista_rl.make_judge("relaxed_numeric", percent_as_fraction=True)("0.45", "45%").score == 1.0
+    assert vista_rl.make_judge("relaxed_numeric", absolute_tolerance=0.1)("0.05", "0").score == 1.0
     # list references (ChartQA parquet labels are lists)
-    assert vista.make_judge("relaxed_numeric")("7", ["6", "7"]).score == 1.0
+    assert vista_rl.make_judge("relaxed_numeric")("7", ["6", "7"]).score == 1.0
     with pytest.raises(ValueError):
-        vista.make_judge("relaxed_numeric", tolerance=-1)
+        vista_rl.make_judge("relaxed_numeric", tolerance=-1)
 
 
 def test_parse_number_details():
@@ -72,7 +72,7 @@ MC_CASES = [
 
 @pytest.mark.parametrize(("prediction", "reference", "expected"), MC_CASES)
 def test_multiple_choice_table(prediction, reference, expected):
-    judge = vista.make_judge("multiple_choice")
+    judge = vista_rl.make_judge("multiple_choice")
     assert judge(prediction, reference, choices=CHOICES).score == expected, prediction
 
 
@@ -85,28 +85,28 @@ MATH_CASES = [
 
 @pytest.mark.parametrize(("prediction", "reference", "expected"), MATH_CASES)
 def test_math_table(prediction, reference, expected):
-    assert vista.make_judge("math")(prediction, reference).score == expected, prediction
+    assert vista_rl.make_judge("math")(prediction, reference).score == expected, prediction
 
 
 def test_math_judge_works_off_the_main_thread():
     from concurrent.futures import ThreadPoolExecutor
 
-    judge = vista.make_judge("math")
+    judge = vista_rl.make_judge("math")
     with ThreadPoolExecutor(1) as pool:
         assert pool.submit(judge, "\\frac{2}{4}", "0.5").result().score == 1.0
 
 
 def test_iou_and_point_in_box():
-    iou = vista.make_judge("iou")
+    iou = vista_rl.make_judge("iou")
     assert iou([0, 0, 10, 10], [0, 0, 10, 10]).score == 1.0
     assert iou("(0, 0, 10, 10)", [0, 0, 10, 20]).score == 1.0          # IoU 0.5
     assert iou([0, 0, 10, 10], [5, 5, 15, 15]).score == 0.0            # IoU 1/7
-    continuous = vista.make_judge("iou", mode="continuous")
+    continuous = vista_rl.make_judge("iou", mode="continuous")
     assert continuous([0, 0, 10, 10], [5, 5, 15, 15]).score == pytest.approx(25 / 175)
-    pib = vista.make_judge("point_in_box")
+    pib = vista_rl.make_judge("point_in_box")
     assert pib("(5, 5)", [0, 0, 10, 10]).score == 1.0
     assert pib([11, 5], [0, 0, 10, 10]).score == 0.0
-    assert vista.make_judge("point_in_box", margin=2)([11, 5], [0, 0, 10, 10]).score == 1.0
+    assert vista_rl.make_judge("point_in_box", margin=2)([11, 5], [0, 0, 10, 10]).score == 1.0
     assert pib([3, 3], [0, 0, 10, 10], scale=3.0).score == 1.0 and pib([4, 4], [0, 0, 10, 10], scale=3.0).score == 0.0
 
 
@@ -120,9 +120,9 @@ def test_iou_and_point_in_box():
 ])
 def test_conformance(judge_id, reference, wrong, context):
     correct = {"iou": [10, 10, 50, 50], "point_in_box": "(20, 30)"}.get(judge_id)
-    check_judge(vista.make_judge(judge_id), reference, wrong, correct=correct, context=context)
+    check_judge(vista_rl.make_judge(judge_id), reference, wrong, correct=correct, context=context)
 
 
 def test_items_come_from_this_distribution():
     for judge_id in ("relaxed_numeric", "multiple_choice", "math", "iou", "point_in_box"):
-        assert vista.host().spec("judges", judge_id).distribution == "vista-plugin-judges"
+        assert vista_rl.host().spec("judges", judge_id).distribution == "vista-plugin-judges"

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import vista
+import vista_rl
 
 
-@vista.hookimpl
+@vista_rl.hookimpl
 def register_judges(register: Any) -> None:
     register("relaxed_numeric", "vista_plugin_judges.numeric:RelaxedNumericJudge",
              description="ChartQA relaxed accuracy: numbers within a relative tolerance (5%), else exact")

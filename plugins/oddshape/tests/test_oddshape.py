@@ -2,8 +2,8 @@ import hashlib
 
 import pytest
 
-import vista
-from vista_sdk import check_env
+import vista_rl
+from vista_rl_sdk import check_env
 
 ENV_ID = "oddshape/odd-colour-v0"
 
@@ -14,13 +14,13 @@ def test_conformance(prompt_format):
 
 
 def test_discovered_through_entry_point():
-    spec = vista.host().spec("envs", ENV_ID)
+    spec = vista_rl.host().spec("envs", ENV_ID)
     assert spec.distribution == "vista-plugin-oddshape"
     assert spec.version == "0.1.0"
 
 
 def test_oracle_solves_and_wrong_answer_fails():
-    env = vista.make_env(ENV_ID)
+    env = vista_rl.make_env(ENV_ID)
     for seed in range(10):
         env.reset(seed=seed)
         result = env.step(env.oracle_response())
@@ -32,16 +32,16 @@ def test_oracle_solves_and_wrong_answer_fails():
 
 
 def test_pixels_of_a_fixed_seed_are_stable():
-    observation, info = vista.make_env(ENV_ID).reset(seed=7)
+    observation, info = vista_rl.make_env(ENV_ID).reset(seed=7)
     digest = hashlib.sha256(observation.images[0].tobytes()).hexdigest()
-    again, _ = vista.make_env(ENV_ID).reset(seed=7)
+    again, _ = vista_rl.make_env(ENV_ID).reset(seed=7)
     assert hashlib.sha256(again.images[0].tobytes()).hexdigest() == digest
-    other, _ = vista.make_env(ENV_ID).reset(seed=8)
+    other, _ = vista_rl.make_env(ENV_ID).reset(seed=8)
     assert hashlib.sha256(other.images[0].tobytes()).hexdigest() != digest
 
 
 def test_malformed_answers_are_feedback():
-    env = vista.make_env(ENV_ID)
+    env = vista_rl.make_env(ENV_ID)
     env.reset(seed=0)
     result = env.step("<answer>seven")
     assert not result.info["success"]
@@ -50,4 +50,4 @@ def test_malformed_answers_are_feedback():
 
 def test_bad_config_names_the_key():
     with pytest.raises(Exception, match="grid"):
-        vista.make_env(ENV_ID, grid=99)
+        vista_rl.make_env(ENV_ID, grid=99)

@@ -18,9 +18,9 @@ import pytest
 from PIL import Image
 from vista_plugin_openai.backend import OpenAIBackend, chat_to_openai_messages
 
-import vista
-from vista.model import SamplingParams
-from vista.observation import Message
+import vista_rl
+from vista_rl.model import SamplingParams
+from vista_rl.observation import Message
 
 fastapi = pytest.importorskip("fastapi")
 server_module = pytest.importorskip("vista_plugin_transformers.server")
@@ -45,7 +45,7 @@ def vista_serve(tiny_model_dir: Path) -> Iterator[str]:
     log_path = tiny_model_dir.parent / f"vista-serve-{port}.log"
     with open(log_path, "w") as log:
         process = subprocess.Popen(
-            [sys.executable, "-c", "from vista.cli.main import main; main()", "serve", str(tiny_model_dir),
+            [sys.executable, "-c", "from vista_rl.cli.main import main; main()", "serve", str(tiny_model_dir),
              "--port", str(port), "--model-name", "tiny", "--batch-window-ms", "50"],
             env=env, stdout=log, stderr=subprocess.STDOUT,
         )
@@ -67,11 +67,11 @@ def test_messages_carry_images_as_data_urls() -> None:
 
 
 def test_against_vista_serve_matches_the_transformers_backend(vista_serve: str, tiny_model_dir: Path) -> None:
-    backend = vista.make_model("openai", path=f"{vista_serve}/v1")
+    backend = vista_rl.make_model("openai", path=f"{vista_serve}/v1")
     assert isinstance(backend, OpenAIBackend)
     assert backend.model == "tiny"  # discovered from /v1/models
     remote = backend.generate([_chat(0), _chat(1)], GREEDY)
-    local = vista.make_model("transformers", path=str(tiny_model_dir), device="cpu").generate([_chat(0), _chat(1)], GREEDY)
+    local = vista_rl.make_model("transformers", path=str(tiny_model_dir), device="cpu").generate([_chat(0), _chat(1)], GREEDY)
     for got, want in zip(remote, local, strict=True):
         assert got[0].text == want[0].text
         assert got[0].token_ids == want[0].token_ids

@@ -9,7 +9,7 @@ from typing import Any
 
 from PIL import Image
 
-from vista import Env, Observation, StepResult
+from vista_rl import Env, Observation, StepResult
 
 
 class CounterEnv(Env):

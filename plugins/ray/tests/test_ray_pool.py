@@ -16,8 +16,8 @@ ray = pytest.importorskip("ray")
 
 from vista_plugin_ray.pool import EnvWorkerError, RayEnv, RayEnvPool  # noqa: E402
 
-import vista  # noqa: E402
-from vista_sdk.checks import check_env, observation_fingerprint  # noqa: E402
+import vista_rl  # noqa: E402
+from vista_rl_sdk.checks import check_env, observation_fingerprint  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -67,10 +67,10 @@ def _remote_run(env: RayEnv, seed: int, actions: list[str]) -> list[tuple[str, f
 
 def test_workers_discover_plugins_themselves(vista_plugin) -> None:  # type: ignore[no-untyped-def]
     # a plugin registered only in the driver must not appear in the workers: nothing is shipped
-    driver_only = SimpleNamespace(register_envs=vista.hookimpl(
+    driver_only = SimpleNamespace(register_envs=vista_rl.hookimpl(
         lambda register: register("driveronly/x-v0", "ray_test_envs:CounterEnv")))
     vista_plugin(driver_only)
-    assert "driveronly/x-v0" in vista.host().registry("envs")
+    assert "driveronly/x-v0" in vista_rl.host().registry("envs")
     with RayEnvPool(COUNTER, num_workers=2) as pool:
         infos = [pool.worker_info(i) for i in range(2)]
     assert len({info["pid"] for info in infos} | {os.getpid()}) == 3
@@ -81,7 +81,7 @@ def test_workers_discover_plugins_themselves(vista_plugin) -> None:  # type: ign
 
 
 def test_registered_ray_env_passes_check_env() -> None:
-    check_env(lambda **config: vista.make_env("ray", env="oddshape/odd-colour-v0", config=config),
+    check_env(lambda **config: vista_rl.make_env("ray", env="oddshape/odd-colour-v0", config=config),
               {"grid": 3}, cross_process=False)
 
 
@@ -162,10 +162,10 @@ def test_unknown_env_fails_clearly() -> None:
 def test_rollout_engine_runs_episodes_on_ray_actors() -> None:
     """`ray/<env id>` through the core rollout engine: every episode's env lives in its own actor
     (which re-discovers plugins), and the results equal a local rollout of the same seeds."""
-    from vista.rollout import RolloutEngine, episode_specs
+    from vista_rl.rollout import RolloutEngine, episode_specs
 
     seeds = [0, 1, 2, 3]
-    with RolloutEngine(vista.make_model("scripted", path="oracle")) as engine:
+    with RolloutEngine(vista_rl.make_model("scripted", path="oracle")) as engine:
         remote = engine.run(episode_specs("ray/oddshape/odd-colour-v0", seeds))
         local = engine.run(episode_specs("oddshape/odd-colour-v0", seeds))
     assert [t.failure for t in remote] == [None] * len(seeds)

@@ -26,10 +26,10 @@ from typing import Any, Literal
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
-from vista.env import Env, StepResult
-from vista.errors import VistaError
-from vista.observation import Observation
 from vista_plugin_ray.worker import EnvWorker
+from vista_rl.env import Env, StepResult
+from vista_rl.errors import VistaError
+from vista_rl.observation import Observation
 
 Recovery = Literal["replay", "fail"]
 

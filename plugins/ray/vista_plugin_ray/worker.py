@@ -1,6 +1,6 @@
 """The env worker: a Ray actor that hosts many env instances ("slots").
 
-The actor discovers plugins itself, through entry points (``vista.load_plugins()`` in its own
+The actor discovers plugins itself, through entry points (``vista_rl.load_plugins()`` in its own
 process), so nothing about the driver's registry is shipped across processes: a worker on another
 machine sees exactly the plugins installed there.  Envs not packaged as plugins can be named by an
 importable ``"package.module:Class"`` path instead of an id.
@@ -13,9 +13,9 @@ import os
 import socket
 from typing import Any
 
-import vista
-from vista.env import Env, StepResult
-from vista.observation import Observation
+import vista_rl
+from vista_rl.env import Env, StepResult
+from vista_rl.observation import Observation
 
 
 def build_env(env: str, config: dict[str, Any]) -> Env:
@@ -27,22 +27,22 @@ def build_env(env: str, config: dict[str, Any]) -> Env:
             target = getattr(target, part)
         made = target(**config)
         if not isinstance(made, Env):
-            raise TypeError(f"{env} made a {type(made).__name__}, not a vista.Env")
+            raise TypeError(f"{env} made a {type(made).__name__}, not a vista_rl.Env")
         return made
-    return vista.make_env(env, **config)
+    return vista_rl.make_env(env, **config)
 
 
 class EnvWorker:
     """Plain class; :func:`vista_plugin_ray.pool.worker_actor_class` wraps it with ``ray.remote``."""
 
     def __init__(self) -> None:
-        vista.load_plugins()
+        vista_rl.load_plugins()
         self._envs: dict[str, Env] = {}
 
     def info(self) -> dict[str, Any]:
-        plugins = [p.name for p in vista.get_plugins()]
+        plugins = [p.name for p in vista_rl.get_plugins()]
         return {"pid": os.getpid(), "host": socket.gethostname(), "plugins": plugins,
-                "envs": vista.host().registry("envs").ids(), "slots": len(self._envs)}
+                "envs": vista_rl.host().registry("envs").ids(), "slots": len(self._envs)}
 
     def create(self, slot: str, env: str, config: dict[str, Any]) -> tuple[str, tuple[str, ...]]:
         self.close(slot)

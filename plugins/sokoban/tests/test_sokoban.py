@@ -9,11 +9,11 @@ from vista_plugin_sokoban.generate import GenerationError, generate_level
 from vista_plugin_sokoban.level import ACTION_NAMES, move, parse_level
 from vista_plugin_sokoban.solver import reverse_distances, solve
 
-import vista
-from vista.games.expert import expert_trajectory, generate_expert_trajectories
-from vista.games.formats import PROMPT_FORMATS
-from vista_sdk import check_env
-from vista_sdk.game_testing import (
+import vista_rl
+from vista_rl.games.expert import expert_trajectory, generate_expert_trajectories
+from vista_rl.games.formats import PROMPT_FORMATS
+from vista_rl_sdk import check_env
+from vista_rl_sdk.game_testing import (
     episode_fingerprint,
     fingerprint_in_subprocess,
     model_outputs,
@@ -59,13 +59,13 @@ def test_check_env_every_mode_and_format(render_mode, prompt_format):
 
 
 def test_presets_are_registered_with_their_distribution():
-    spec = vista.host().spec("envs", ENV_ID)
+    spec = vista_rl.host().spec("envs", ENV_ID)
     assert spec.distribution == "vista-plugin-sokoban"
-    easy = vista.make_env("sokoban/sokoban-easy-v0")
+    easy = vista_rl.make_env("sokoban/sokoban-easy-v0")
     for seed in range(20):
         easy.reset(seed=seed)
         assert 1 <= easy.solution_length <= 5
-    text_env = vista.make_env("sokoban/sokoban-text-v0")
+    text_env = vista_rl.make_env("sokoban/sokoban-text-v0")
     observation, _ = text_env.reset(seed=0)
     assert not observation.images and "#\t#" in observation.text
 
@@ -79,17 +79,17 @@ def test_determinism_across_processes_with_oracle_and_garbage_turns():
 
 
 def test_pixels_of_a_fixed_seed_are_pinned():
-    observation, _ = vista.make_env(ENV_ID).reset(seed=7)
+    observation, _ = vista_rl.make_env(ENV_ID).reset(seed=7)
     image = observation.images[0]
     assert image.size == (96, 96) and image.mode == "RGB"
     assert hashlib.sha256(image.tobytes()).hexdigest() == (
         "4b434cc1bc1d58d8d28af963abdfe4262b30a18192387b47db7350c1d6a6cefb")
-    other, _ = vista.make_env(ENV_ID).reset(seed=8)
+    other, _ = vista_rl.make_env(ENV_ID).reset(seed=8)
     assert other.images[0].tobytes() != image.tobytes()
 
 
 def test_incremental_frames_equal_full_redraws():
-    env = vista.make_env(ENV_ID, render_mode="vision", max_actions_per_step=1, prompt_format="no_think")
+    env = vista_rl.make_env(ENV_ID, render_mode="vision", max_actions_per_step=1, prompt_format="no_think")
     rng = random.Random(0)
     env.reset(seed=3)
     for _ in range(40):
@@ -131,7 +131,7 @@ def test_reverse_table_distances_are_exact():
 
 
 def test_level_filter_by_solution_steps_and_generation_errors():
-    env = vista.make_env(ENV_ID, min_solution_steps=6, max_solution_steps=9)
+    env = vista_rl.make_env(ENV_ID, min_solution_steps=6, max_solution_steps=9)
     for seed in range(15):
         env.reset(seed=seed)
         assert 6 <= env.solution_length <= 9
@@ -141,7 +141,7 @@ def test_level_filter_by_solution_steps_and_generation_errors():
 
 # ----------------------------------------------------------------------------------- rewards
 def test_reward_sums_of_a_scripted_episode():
-    env = vista.make_env(ENV_ID, level=CORRIDOR, prompt_format="no_think", render_mode="text")
+    env = vista_rl.make_env(ENV_ID, level=CORRIDOR, prompt_format="no_think", render_mode="text")
     env.reset(seed=0)
     bump = env.step("<answer>Left</answer>")  # into the wall: a step penalty, still a valid action
     assert bump.reward == pytest.approx(-0.1 + 0.5)
@@ -158,7 +158,7 @@ def test_reward_sums_of_a_scripted_episode():
 
 
 def test_pushing_a_box_off_its_target_costs_a_point_and_invalid_stops_the_turn():
-    env = vista.make_env(ENV_ID, level="########\n#P√__XO#\n########", prompt_format="free_think")
+    env = vista_rl.make_env(ENV_ID, level="########\n#P√__XO#\n########", prompt_format="free_think")
     env.reset(seed=0)
     result = env.step("<think>x</think><answer>Right, Dance, Left</answer>")
     assert result.info["actions"] == ["Right"] and result.info["invalid_action"] == "Dance"
@@ -167,7 +167,7 @@ def test_pushing_a_box_off_its_target_costs_a_point_and_invalid_stops_the_turn()
 
 
 def test_max_steps_truncates():
-    env = vista.make_env(ENV_ID, max_steps=4, prompt_format="no_think")
+    env = vista_rl.make_env(ENV_ID, max_steps=4, prompt_format="no_think")
     env.reset(seed=1)
     env.step("<answer>Up,Up,Up</answer>")
     result = env.step("<answer>Down,Down,Down</answer>")
@@ -176,7 +176,7 @@ def test_max_steps_truncates():
 
 
 def test_bad_format_takes_no_action_and_explains():
-    env = vista.make_env(ENV_ID, prompt_format="grounding")
+    env = vista_rl.make_env(ENV_ID, prompt_format="grounding")
     env.reset(seed=2)
     result = env.step("<think>no sub tags</think><answer>Up</answer>")
     assert not result.info["format_ok"] and result.info["actions"] == [] and result.reward == 0.0
@@ -186,7 +186,7 @@ def test_bad_format_takes_no_action_and_explains():
 # ----------------------------------------------------------------------------------- oracle
 @pytest.mark.parametrize("prompt_format", PROMPT_FORMATS)
 def test_oracle_responses_are_well_formed_and_predictions_true(prompt_format):
-    env = vista.make_env(ENV_ID, prompt_format=prompt_format, num_boxes=2, dim_room=(7, 7))
+    env = vista_rl.make_env(ENV_ID, prompt_format=prompt_format, num_boxes=2, dim_room=(7, 7))
     for seed in range(5):
         last = play_oracle_checked(env, seed)
         assert last.info["success"] and last.info["state"]["boxes_on_target"] == 2
@@ -195,31 +195,31 @@ def test_oracle_responses_are_well_formed_and_predictions_true(prompt_format):
 def test_expert_trajectories_replay_to_success():
     trajectories = list(generate_expert_trajectories(ENV_ID, range(10), prompt_format="free_think"))
     assert len(trajectories) == 10
-    env = vista.make_env(ENV_ID, prompt_format="free_think")
+    env = vista_rl.make_env(ENV_ID, prompt_format="free_think")
     for trajectory in trajectories:
         assert trajectory.success and trajectory.turns
         env.reset(seed=trajectory.seed)
         rewards = [env.step(turn.response).reward for turn in trajectory.turns]
         assert rewards == [turn.reward for turn in trajectory.turns]
         assert trajectory.turns[-1].info["success"] and trajectory.total_reward > 10
-    unsolved = expert_trajectory(vista.make_env(ENV_ID, level=CORNERED), seed=0)
+    unsolved = expert_trajectory(vista_rl.make_env(ENV_ID, level=CORNERED), seed=0)
     assert not unsolved.success and unsolved.failure
 
 
 # ----------------------------------------------------------------------------------- config
 def test_config_errors_name_the_key():
     with pytest.raises(ValidationError, match="dim_room"):
-        vista.make_env(ENV_ID, dim_room=(2, 2))
+        vista_rl.make_env(ENV_ID, dim_room=(2, 2))
     with pytest.raises(ValidationError, match="overlap"):
-        vista.make_env(ENV_ID, train_seeds=(0, 100), test_seeds=(50, 150))
+        vista_rl.make_env(ENV_ID, train_seeds=(0, 100), test_seeds=(50, 150))
     with pytest.raises(ValidationError, match="prompt_format"):
-        vista.make_env(ENV_ID, prompt_format="free_form")
-    env = vista.make_env(ENV_ID)
+        vista_rl.make_env(ENV_ID, prompt_format="free_form")
+    env = vista_rl.make_env(ENV_ID)
     assert not set(env.config.seeds("train")) & set(env.config.seeds("test"))
 
 
 # ----------------------------------------------------------------------------------- fuzzing
-_FUZZ_ENV = vista.make_env(ENV_ID, render_mode="both", prompt_format="free_think")
+_FUZZ_ENV = vista_rl.make_env(ENV_ID, render_mode="both", prompt_format="free_think")
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -227,7 +227,7 @@ _FUZZ_ENV = vista.make_env(ENV_ID, render_mode="both", prompt_format="free_think
 def test_any_string_gives_a_valid_step_result(text):
     _FUZZ_ENV.reset(seed=len(text) % 7)
     result = _FUZZ_ENV.step(text)
-    assert isinstance(result, vista.StepResult)
+    assert isinstance(result, vista_rl.StepResult)
     assert result.observation.text.count("<image>") == len(result.observation.images) == 1
     assert isinstance(result.info["format_ok"], bool) and isinstance(result.info["action_valid"], bool)
     assert len(result.info["actions"]) <= 3

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import vista
+import vista_rl
 
 
-@vista.hookimpl
+@vista_rl.hookimpl
 def register_envs(register: Any) -> None:
     register("sokoban/sokoban-v0", "vista_plugin_sokoban.env:SokobanEnv",
              description="Sokoban (VAGEN defaults: 6x6, 1 box, vision, grounding_worldmodeling, 3 actions/turn)")

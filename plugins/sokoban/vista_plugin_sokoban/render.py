@@ -1,4 +1,4 @@
-"""Sokoban sprites, drawn once per tile size as numpy arrays (see ``vista.games.sprites``)."""
+"""Sokoban sprites, drawn once per tile size as numpy arrays (see ``vista_rl.games.sprites``)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from vista.games.sprites import centred_coords, freeze, solid
+from vista_rl.games.sprites import centred_coords, freeze, solid
 
 # Tile kinds, in the order of the array returned by `tiles`.
 WALL, FLOOR, TARGET, BOX, BOX_ON_TARGET, PLAYER, PLAYER_ON_TARGET = range(7)

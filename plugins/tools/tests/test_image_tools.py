@@ -2,9 +2,9 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
-import vista
-from vista import ToolContext
-from vista_sdk import check_tool
+import vista_rl
+from vista_rl import ToolContext
+from vista_rl_sdk import check_tool
 
 RED, BLUE = (255, 0, 0), (0, 0, 255)
 
@@ -32,14 +32,14 @@ VALID = {
 
 @pytest.mark.parametrize("tool_id", sorted(VALID))
 def test_conformance(tool_id):
-    tool = vista.make_tool(tool_id)
+    tool = vista_rl.make_tool(tool_id)
     check_tool(tool, VALID[tool_id])
-    assert vista.host().spec("tools", tool_id).distribution == "vista-plugin-tools"
+    assert vista_rl.host().spec("tools", tool_id).distribution == "vista-plugin-tools"
 
 
 def test_crop_zoom_returns_the_region_around_the_point_enlarged():
     context = ToolContext(images=[scene()])
-    result = vista.make_tool("crop_zoom")({"coordinate": [300, 200], "offset": 20}, context)
+    result = vista_rl.make_tool("crop_zoom")({"coordinate": [300, 200], "offset": 20}, context)
     assert not result.error, result.text
     crop = result.images[0]
     assert crop.size == (672, 672)
@@ -51,7 +51,7 @@ def test_crop_zoom_returns_the_region_around_the_point_enlarged():
 def test_crop_zoom_cuts_from_the_original_even_after_other_images():
     # the latest image is a blank crop; crop_zoom still cuts image 0
     context = ToolContext(images=[scene(), Image.new("RGB", (50, 50), "white")])
-    result = vista.make_tool("crop_zoom", crop_size=128)({"coordinate": [60, 50], "offset": 15}, context)
+    result = vista_rl.make_tool("crop_zoom", crop_size=128)({"coordinate": [60, 50], "offset": 15}, context)
     assert share(result.images[0], BLUE) > 0.95 and result.images[0].size == (128, 128)
 
 
@@ -59,13 +59,13 @@ def test_crop_zoom_uses_full_resolution_with_shown_coordinates():
     full = scene()
     shown = full.resize((100, 75))
     context = ToolContext(images=[shown], metadata={"full_resolution": {0: full}})
-    result = vista.make_tool("crop_zoom")({"coordinate": [75, 50], "offset": 5}, context)
+    result = vista_rl.make_tool("crop_zoom")({"coordinate": [75, 50], "offset": 5}, context)
     assert share(result.images[0], RED) > 0.95
     assert result.metadata["region"] == [70, 45, 80, 55]  # in shown pixels
 
 
 def test_crop_zoom_clamps_points_outside_and_says_so():
-    result = vista.make_tool("crop_zoom")({"coordinate": [1000, -40], "offset": 30}, ToolContext(images=[scene()]))
+    result = vista_rl.make_tool("crop_zoom")({"coordinate": [1000, -40], "offset": 30}, ToolContext(images=[scene()]))
     assert not result.error and result.metadata["clamped"]
     assert "clamped to (399, 0)" in result.text
     assert result.metadata["region"] == [369, 0, 400, 30]
@@ -73,7 +73,7 @@ def test_crop_zoom_clamps_points_outside_and_says_so():
 
 def test_crop_bbox_from_an_earlier_image_with_padding_and_errors():
     context = ToolContext(images=[Image.new("RGB", (100, 100), "white"), scene()])
-    tool = vista.make_tool("crop_bbox")
+    tool = vista_rl.make_tool("crop_bbox")
     result = tool({"bbox": [280, 180, 320, 220], "image": 1, "padding": 0.0}, context)
     assert share(result.images[0], RED) > 0.95 and max(result.images[0].size) == 512
     padded = tool({"bbox": [280, 180, 320, 220], "image": 1, "padding": 0.5}, context)
@@ -94,42 +94,42 @@ def test_rotate_and_flip_move_pixels_where_expected():
     image = Image.new("RGB", (40, 20), "white")
     image.putpixel((0, 0), RED)
     context = ToolContext(images=[image])
-    rotated = vista.make_tool("rotate")({"angle": 90}, context).images[0]
+    rotated = vista_rl.make_tool("rotate")({"angle": 90}, context).images[0]
     assert rotated.size == (20, 40) and rotated.getpixel((0, 39)) == RED  # top-left -> bottom-left
-    flipped = vista.make_tool("flip")({"direction": "horizontal"}, context).images[0]
+    flipped = vista_rl.make_tool("flip")({"direction": "horizontal"}, context).images[0]
     assert flipped.getpixel((39, 0)) == RED
-    flipped_v = vista.make_tool("flip")({"direction": "vertical"}, context).images[0]
+    flipped_v = vista_rl.make_tool("flip")({"direction": "vertical"}, context).images[0]
     assert flipped_v.getpixel((0, 19)) == RED
 
 
 def test_adjust_sharpen_and_edges():
     context = ToolContext(images=[scene()])
-    dark = vista.make_tool("adjust")({"brightness": 0.0}, context).images[0]
+    dark = vista_rl.make_tool("adjust")({"brightness": 0.0}, context).images[0]
     assert np.asarray(dark).max() == 0
     grey = Image.new("RGB", (10, 10), (100, 100, 100))
     grey.putpixel((0, 0), (150, 150, 150))
-    stretched = vista.make_tool("adjust")({"contrast": 3.0}, ToolContext(images=[grey])).images[0]
+    stretched = vista_rl.make_tool("adjust")({"contrast": 3.0}, ToolContext(images=[grey])).images[0]
     assert np.asarray(stretched).std() > np.asarray(grey).std()
     blurred = scene().resize((100, 75)).resize((400, 300))
-    sharp = vista.make_tool("sharpen")({"amount": 2.0}, ToolContext(images=[blurred])).images[0]
+    sharp = vista_rl.make_tool("sharpen")({"amount": 2.0}, ToolContext(images=[blurred])).images[0]
     gradient = lambda im: (np.diff(np.asarray(im.convert("L")).astype(float), axis=1) ** 2).sum()  # noqa: E731
     assert gradient(sharp) > gradient(blurred) * 1.3
-    edges = vista.make_tool("edges")({}, context)
+    edges = vista_rl.make_tool("edges")({}, context)
     edge_map = np.asarray(edges.images[0].convert("L"))
     assert edge_map[200, 280] > 0 or edge_map[200, 279] > 0 or edge_map[200, 281] > 0  # square border
     assert edge_map[100, 200] == 0  # flat background
-    blank = vista.make_tool("edges")({}, ToolContext(images=[Image.new("RGB", (50, 50), "white")]))
+    blank = vista_rl.make_tool("edges")({}, ToolContext(images=[Image.new("RGB", (50, 50), "white")]))
     assert blank.metadata["edge_fraction"] == 0.0
 
 
 def test_grid_overlay_and_mark():
     context = ToolContext(images=[Image.new("RGB", (200, 100), "white")])
-    grid = vista.make_tool("grid_overlay")({"step": 50}, context)
+    grid = vista_rl.make_tool("grid_overlay")({"step": 50}, context)
     pixels = grid.images[0]
     assert pixels.getpixel((50, 60)) == (255, 0, 0) and pixels.getpixel((120, 50)) == (0, 0, 255)
     assert grid.metadata["lines"] == 4 + 2
-    marked = vista.make_tool("mark")({"points": [[100, 50], [500, 20]], "boxes": [[10, 10, 40, 40]]}, context)
+    marked = vista_rl.make_tool("mark")({"points": [[100, 50], [500, 20]], "boxes": [[10, 10, 40, 40]]}, context)
     assert not marked.error and marked.metadata["clamped"] and "(500, 20) clamped to (199, 20)" in marked.text
     assert marked.images[0].getpixel((100, 50)) != (255, 255, 255)
     assert marked.images[0].getpixel((10, 25)) != (255, 255, 255)
-    assert vista.make_tool("mark")({}, context).error
+    assert vista_rl.make_tool("mark")({}, context).error

@@ -3,9 +3,9 @@ import shutil
 import pytest
 from PIL import Image, ImageDraw, ImageFont
 
-import vista
-from vista import ToolContext
-from vista_sdk import check_tool
+import vista_rl
+from vista_rl import ToolContext
+from vista_rl_sdk import check_tool
 
 pytestmark = pytest.mark.skipif(shutil.which("tesseract") is None,
                                 reason="Tesseract is not installed (scripts/setup.sh installs it as root)")
@@ -24,7 +24,7 @@ def render(lines: list[tuple[str, tuple[int, int]]], size=(900, 300), font_size=
 
 def test_ocr_reads_rendered_text_with_boxes_and_confidence():
     image, boxes = render([("HELLO VISTA 2024", (40, 40)), ("chart value 37.5", (40, 180))])
-    result = vista.make_tool("ocr")({"image": 0}, ToolContext(images=[image]))
+    result = vista_rl.make_tool("ocr")({"image": 0}, ToolContext(images=[image]))
     assert not result.error, result.text
     words = {w["text"]: w for w in result.metadata["words"]}
     for expected in ("HELLO", "VISTA", "2024", "chart", "value", "37.5"):
@@ -39,13 +39,13 @@ def test_ocr_reads_rendered_text_with_boxes_and_confidence():
 def test_ocr_region_and_full_resolution():
     image, _ = render([("LEFT", (40, 120)), ("RIGHT", (600, 120))])
     context = ToolContext(images=[image])
-    result = vista.make_tool("ocr")({"region": [500, 0, 900, 300]}, context)
+    result = vista_rl.make_tool("ocr")({"region": [500, 0, 900, 300]}, context)
     texts = [w["text"] for w in result.metadata["words"]]
     assert texts == ["RIGHT"], result.text
     assert result.metadata["words"][0]["box"][0] >= 590  # boxes are in the whole image's pixels
     # shown at half size, read from the full-resolution original
     shown = image.resize((450, 150))
-    half = vista.make_tool("ocr")({"region": [250, 0, 450, 150]},
+    half = vista_rl.make_tool("ocr")({"region": [250, 0, 450, 150]},
                                   ToolContext(images=[shown], metadata={"full_resolution": {0: image}}))
     assert [w["text"] for w in half.metadata["words"]] == ["RIGHT"]
     assert 290 <= half.metadata["words"][0]["box"][0] <= 310
@@ -53,12 +53,12 @@ def test_ocr_region_and_full_resolution():
 
 def test_ocr_on_blank_image_and_bad_region():
     blank = ToolContext(images=[Image.new("RGB", (200, 100), "white")])
-    result = vista.make_tool("ocr")({}, blank)
+    result = vista_rl.make_tool("ocr")({}, blank)
     assert not result.error and "no text found" in result.text
-    bad = vista.make_tool("ocr")({"region": [300, 300, 400, 400]}, blank)
+    bad = vista_rl.make_tool("ocr")({"region": [300, 300, 400, 400]}, blank)
     assert bad.error and "empty" in bad.text
 
 
 def test_conformance():
     image, _ = render([("OK", (10, 10))], size=(200, 100))
-    check_tool(vista.make_tool("ocr"), {"min_confidence": 10}, ToolContext(images=[image]))
+    check_tool(vista_rl.make_tool("ocr"), {"min_confidence": 10}, ToolContext(images=[image]))

@@ -6,14 +6,14 @@ import os
 import pytest
 from PIL import Image
 
-import vista
-from vista import ToolContext
-from vista_sdk import check_tool
+import vista_rl
+from vista_rl import ToolContext
+from vista_rl_sdk import check_tool
 
 
 @pytest.fixture(scope="module")
 def python_tool():
-    return vista.make_tool("python", cpu_seconds=2, wall_seconds=8, memory_mb=768)
+    return vista_rl.make_tool("python", cpu_seconds=2, wall_seconds=8, memory_mb=768)
 
 
 def run(tool, code, images=()):
@@ -69,13 +69,13 @@ def test_infinite_loop_is_stopped(python_tool):
 
 
 def test_sleeping_forever_hits_the_wall_clock():
-    tool = vista.make_tool("python", cpu_seconds=5, wall_seconds=1.5)
+    tool = vista_rl.make_tool("python", cpu_seconds=5, wall_seconds=1.5)
     result = run(tool, "import time\ntime.sleep(60)")
     assert result.error and result.metadata["timed_out"] and "wall time" in result.text
 
 
 def test_memory_blow_up_is_a_memory_error():
-    tool = vista.make_tool("python", cpu_seconds=20, wall_seconds=30, memory_mb=512)  # room on a busy machine
+    tool = vista_rl.make_tool("python", cpu_seconds=20, wall_seconds=30, memory_mb=512)  # room on a busy machine
     result = run(tool, "blocks = []\nwhile True:\n    blocks.append(bytearray(64 * 1024 * 1024))")
     assert result.error and "MemoryError" in result.text, result.text
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import vista
+import vista_rl
 
 TOOLS: dict[str, tuple[str, str]] = {
     "crop_zoom": ("crop:CropZoomTool", "Zoom in around a point of the original image (ViGoRL style)"),
@@ -24,7 +24,7 @@ TOOLS: dict[str, tuple[str, str]] = {
 }
 
 
-@vista.hookimpl
+@vista_rl.hookimpl
 def register_tools(register: Any) -> None:
     for tool_id, (target, description) in TOOLS.items():
         register(tool_id, f"vista_plugin_tools.{target}", description=description)

@@ -11,9 +11,9 @@ from PIL import Image
 from vista_plugin_transformers.backend import TransformersBackend
 from vista_plugin_transformers.chat import encode_chats
 
-import vista
-from vista.model import SamplingParams
-from vista.observation import Message
+import vista_rl
+from vista_rl.model import SamplingParams
+from vista_rl.observation import Message
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=8)
 
@@ -34,7 +34,7 @@ def _teacher_forced_logprobs(backend: TransformersBackend, chat: list[Message], 
 
 
 def test_registered_and_made_through_vista(tiny_model_dir: Path) -> None:
-    made = vista.make_model("transformers", path=str(tiny_model_dir), device="cpu")
+    made = vista_rl.make_model("transformers", path=str(tiny_model_dir), device="cpu")
     assert isinstance(made, TransformersBackend)
     assert made.device == "cpu"
 

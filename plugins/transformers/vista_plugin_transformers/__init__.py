@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import vista
+import vista_rl
 
 
-@vista.hookimpl
+@vista_rl.hookimpl
 def register_models(register: Any) -> None:
     register(
         "transformers",
@@ -19,7 +19,7 @@ def register_models(register: Any) -> None:
     )
 
 
-@vista.hookimpl
+@vista_rl.hookimpl
 def register_commands(cli: Any) -> None:
     from vista_plugin_transformers.commands import init_tiny_command, model_group, serve_command
 

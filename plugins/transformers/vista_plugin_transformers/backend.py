@@ -17,9 +17,9 @@ from collections.abc import Sequence
 from contextlib import contextmanager, nullcontext
 from typing import Any, Literal
 
-from vista.model import Generation, ModelBackend, SamplingParams
-from vista.observation import Chat
 from vista_plugin_transformers.chat import encode_chats
+from vista_rl.model import Generation, ModelBackend, SamplingParams
+from vista_rl.observation import Chat
 
 LogprobsMode = Literal["processed", "raw"]
 

@@ -1,10 +1,10 @@
 """Rendering vista chats into a Hugging Face processor's model inputs.
 
-One public path from ``vista.observation.Message`` lists to ``input_ids`` + ``pixel_values``, shared
+One public path from ``vista_rl.observation.Message`` lists to ``input_ids`` + ``pixel_values``, shared
 by the transformers backend, the vLLM backend (which needs the same prompt text, so greedy outputs
 match token for token) and training engines (which must score exactly the tokens the policy saw).
 
-Images follow the ``<image>`` placeholder convention of :class:`vista.Observation`: each placeholder
+Images follow the ``<image>`` placeholder convention of :class:`vista_rl.Observation`: each placeholder
 becomes an ``{"type": "image"}`` content part where it stands, and the images are collected in the
 same order, which is the order processors consume them in.
 """
@@ -16,7 +16,7 @@ from typing import Any
 
 from PIL import Image
 
-from vista.observation import Chat, Message, Observation
+from vista_rl.observation import Chat, Message, Observation
 
 
 def chat_to_hf_messages(chat: Sequence[Message]) -> list[dict[str, Any]]:

@@ -14,7 +14,7 @@ import click
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the random weights.")
 def init_tiny_command(out_dir: Path, arch: str, seed: int) -> None:
     """Write a tiny randomly initialised VLM (weights, tokenizer, processor) to OUT_DIR."""
-    from vista_sdk.tiny_models import init_tiny_model
+    from vista_rl_sdk.tiny_models import init_tiny_model
 
     path = init_tiny_model(out_dir, arch=arch, seed=seed)
     click.echo(f"tiny {arch} model (seed {seed}) written to {path}")

@@ -22,9 +22,9 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from vista.model import Generation, ModelBackend, SamplingParams
-from vista.observation import Chat
 from vista_plugin_transformers.openai_messages import MessageFormatError, openai_messages_to_chat
+from vista_rl.model import Generation, ModelBackend, SamplingParams
+from vista_rl.observation import Chat
 
 
 class ChatCompletionRequest(BaseModel):

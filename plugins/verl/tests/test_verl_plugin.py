@@ -33,11 +33,11 @@ from vista_plugin_verl.dataset import SeedOverlapError, write_env_datasets  # no
 from vista_plugin_verl.estimators import VERL_NAMES, turn_rewards_tensor  # noqa: E402
 from vista_plugin_verl.reward import compute_score  # noqa: E402
 
-import vista  # noqa: E402
-from vista import Env, Observation, StepResult  # noqa: E402
-from vista.config import RunConfig  # noqa: E402
-from vista.errors import ConfigError  # noqa: E402
-from vista.estimator import AdvantageBatch  # noqa: E402
+import vista_rl  # noqa: E402
+from vista_rl import Env, Observation, StepResult  # noqa: E402
+from vista_rl.config import RunConfig  # noqa: E402
+from vista_rl.errors import ConfigError  # noqa: E402
+from vista_rl.estimator import AdvantageBatch  # noqa: E402
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 TEST_ENV = "verltest/palette-steps-v0"
@@ -66,7 +66,7 @@ class PaletteSteps(Env):
 
 @pytest.fixture
 def palette_env(vista_plugin) -> str:  # type: ignore[no-untyped-def]
-    vista_plugin(SimpleNamespace(register_envs=vista.hookimpl(lambda register: register(TEST_ENV, PaletteSteps))))
+    vista_plugin(SimpleNamespace(register_envs=vista_rl.hookimpl(lambda register: register(TEST_ENV, PaletteSteps))))
     return TEST_ENV
 
 
@@ -74,7 +74,7 @@ def palette_env(vista_plugin) -> str:  # type: ignore[no-untyped-def]
 def tiny() -> tuple[Any, Any, str]:
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
-    from vista_sdk.tiny_models import cached_tiny_model
+    from vista_rl_sdk.tiny_models import cached_tiny_model
 
     path = cached_tiny_model()
     return AutoProcessor.from_pretrained(path), AutoModelForImageTextToText.from_pretrained(path), str(path)
@@ -200,9 +200,9 @@ def test_estimators_through_verls_registry_equal_ours(name: str) -> None:
     config = {"gamma": 0.97, "lam": 0.9}
     adv, ret = fn(token_level_rewards=data["rewards"], response_mask=data["mask"], index=data["uids"],
                   config=config, values=data["values"] if needs_values else None, turn_ends=data["ends"])
-    accepted = inspect.signature(vista.host().spec("estimators", estimator_id).load()).parameters
+    accepted = inspect.signature(vista_rl.host().spec("estimators", estimator_id).load()).parameters
     params = {k: v for k, v in config.items() if k in accepted}  # verl's algorithm.gamma/lam where they apply
-    ours = vista.make_estimator(estimator_id)(AdvantageBatch(
+    ours = vista_rl.make_estimator(estimator_id)(AdvantageBatch(
         token_rewards=data["rewards"], response_mask=data["mask"], values=data["values"] if needs_values else None,
         turn_ends=data["ends"], group_ids=torch.tensor([row // 4 for row in range(8)])), **params)
     torch.testing.assert_close(adv, ours.advantages.to(adv.dtype))
@@ -220,7 +220,7 @@ def test_compute_advantage_bridge_uses_values_and_turn_rewards() -> None:
                      "turn_ends": np.array(data["turn_ends"], dtype=object)})
     out = ray_trainer.compute_advantage(proto, "vista_bilevel_gae", gamma=1.0, lam=1.0,
                                         config={"vista_params": {"turn_gamma": 0.9}})
-    ours = vista.make_estimator("bilevel_gae")(AdvantageBatch(
+    ours = vista_rl.make_estimator("bilevel_gae")(AdvantageBatch(
         token_rewards=data["rewards"], response_mask=data["mask"], values=data["values"], turn_ends=data["ends"]),
         turn_gamma=0.9)
     torch.testing.assert_close(out.batch["advantages"], ours.advantages.to(torch.float64))
@@ -248,7 +248,7 @@ def test_composed_config_passes_verls_loader_and_dry_run(tiny, tmp_path, capsys)
     from vista_plugin_verl.engine import VerlEngine
 
     run = _run_config(tmp_path, tiny[2], dry_run=True)
-    summary = vista.make_engine("verl", run=run).run()
+    summary = vista_rl.make_engine("verl", run=run).run()
     printed = capsys.readouterr().out
     assert summary["command"][1:3] == ["-m", "verl.trainer.main_ppo"] and "verl.trainer.main_ppo" in printed
     config = OmegaConf.load(tmp_path / "run" / "verl_config.yaml")
@@ -293,7 +293,7 @@ def test_vista_train_engine_verl_dry_run_cli(tiny, tmp_path, capsys) -> None:  #
     """`vista train --engine verl --dry-run CONFIG.yaml`: the real CLI prints the launch command."""
     import yaml
 
-    from vista.cli.main import main
+    from vista_rl.cli.main import main
 
     data = _run_config(tmp_path, tiny[2]).model_dump(mode="json")
     data["engine"] = "local"  # the flag, not the file, picks verl

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import vista
+import vista_rl
 
 
-@vista.hookimpl
+@vista_rl.hookimpl
 def register_engines(register: Any) -> None:
     register("verl", "vista_plugin_verl.engine:VerlEngine",
              description="Train on Ray with verl's workers: composes verl's config and runs verl.trainer.main_ppo.")

@@ -24,13 +24,13 @@ from typing import Any
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
 
-import vista
-from vista.env import Env, StepResult
-from vista.observation import Observation
-from vista.parsing import parse_response
-from vista.tool import Tool, ToolContext
-from vista.trajectory import TokenView, Trajectory, Turn
+import vista_rl
 from vista_plugin_verl.agent_loop_name import AGENT_NAME
+from vista_rl.env import Env, StepResult
+from vista_rl.observation import Observation
+from vista_rl.parsing import parse_response
+from vista_rl.tool import Tool, ToolContext
+from vista_rl.trajectory import TokenView, Trajectory, Turn
 
 DEFAULT_MAX_TURNS = 5
 
@@ -91,7 +91,7 @@ class VistaAgentLoop(AgentLoopBase):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.pop("tools", None)  # verl's tool list; vista envs bring their own tools
         super().__init__(*args, **kwargs)
-        vista.load_plugins()  # discovery in this (worker) process, never a registry shipped to it
+        vista_rl.load_plugins()  # discovery in this (worker) process, never a registry shipped to it
         self.response_length = int(self.rollout_config.response_length)
         multi_turn = self.rollout_config.get("multi_turn", {}) or {}
         self.default_max_turns = int(multi_turn.get("max_assistant_turns") or DEFAULT_MAX_TURNS)
@@ -104,7 +104,7 @@ class VistaAgentLoop(AgentLoopBase):
     def _tools_for(self, env: Env) -> dict[str, Tool]:
         tools: dict[str, Tool] = {}
         for tool_id in env.tools:
-            tool = vista.make_tool(tool_id)
+            tool = vista_rl.make_tool(tool_id)
             tools[tool.name or tool_id] = tool
         return tools
 
@@ -138,7 +138,7 @@ class VistaAgentLoop(AgentLoopBase):
         request_id = uuid.uuid4().hex
         metrics: dict[str, float] = {"generate_sequences": 0.0, "tool_calls": 0.0}
 
-        env: Env = await self._in_thread(lambda: vista.make_env(env_id, **env_config))
+        env: Env = await self._in_thread(lambda: vista_rl.make_env(env_id, **env_config))
         try:
             initial, _info = await self._in_thread(env.reset, seed)
             tools = self._tools_for(env)

@@ -14,9 +14,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from vista.config import RunConfig
-from vista.errors import ConfigError
 from vista_plugin_verl.agent_loop_name import AGENT_NAME
+from vista_rl.config import RunConfig
+from vista_rl.errors import ConfigError
 
 
 class _Section(BaseModel):
@@ -75,7 +75,7 @@ CRITIC_ESTIMATORS = {"gae", "masked_gae", "bilevel_gae", "turnwise_gae"}
 
 
 def engine_config(run: RunConfig) -> VerlEngineConfig:
-    from vista.config import validate_config
+    from vista_rl.config import validate_config
 
     return validate_config(VerlEngineConfig, run.engine_config, "engine_config")
 

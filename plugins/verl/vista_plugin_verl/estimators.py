@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 import torch
 
-import vista
-from vista.estimator import AdvantageBatch, AdvantageOutput
+import vista_rl
+from vista_rl.estimator import AdvantageBatch, AdvantageOutput
 
 #: verl name -> (vista estimator id, whether it needs critic values)
 VERL_NAMES: dict[str, tuple[str, bool]] = {
@@ -77,7 +77,7 @@ def turn_rewards_tensor(turn_scores: Sequence[Sequence[float]], turn_ends: Seque
 def _params(estimator_id: str, config: Any) -> dict[str, Any]:
     if config is None:
         return {}
-    fn = vista.host().spec("estimators", estimator_id).load()
+    fn = vista_rl.host().spec("estimators", estimator_id).load()
     import inspect
 
     accepted = set(inspect.signature(fn).parameters)
@@ -103,7 +103,7 @@ def run_estimator(estimator_id: str, token_level_rewards: torch.Tensor, response
         values=values,
         turn_ends=turn_ends,
     )
-    out: AdvantageOutput = vista.make_estimator(estimator_id)(batch, **_params(estimator_id, config))
+    out: AdvantageOutput = vista_rl.make_estimator(estimator_id)(batch, **_params(estimator_id, config))
     dtype = token_level_rewards.dtype
     return out.advantages.to(dtype), out.returns.to(dtype)
 
@@ -119,7 +119,7 @@ def _verl_fn(name: str) -> Callable[..., tuple[torch.Tensor, torch.Tensor]]:
 
     estimate.__name__ = name
     estimate.__qualname__ = name
-    estimate.__doc__ = f"vista estimator {estimator_id!r} (vista.algorithms) for verl."
+    estimate.__doc__ = f"vista estimator {estimator_id!r} (vista_rl.algorithms) for verl."
     return estimate
 
 

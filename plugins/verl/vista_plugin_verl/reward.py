@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import vista
-from vista.parsing import parse_response
+import vista_rl
+from vista_rl.parsing import parse_response
 
 _JUDGES: dict[str, Any] = {}
 
 
 def _judge(judge_id: str) -> Any:
     if judge_id not in _JUDGES:  # judges are stateless; one per process and id
-        _JUDGES[judge_id] = vista.make_judge(judge_id)
+        _JUDGES[judge_id] = vista_rl.make_judge(judge_id)
     return _JUDGES[judge_id]
 
 

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 from vista_plugin_visual_search.scene import COLOURS, generate_scene
 
-import vista
-from vista import ToolContext
-from vista.parsing import parse_response
-from vista_sdk import check_env
+import vista_rl
+from vista_rl import ToolContext
+from vista_rl.parsing import parse_response
+from vista_rl_sdk import check_env
 
 ENV = "visual_search/zoom-v0"
 
@@ -29,7 +29,7 @@ def test_scene_is_seeded_and_the_target_is_unique():
 
 
 def _drive(env, policy_turns):
-    """Run scripted turns; tool calls go through vista.make_tool as the rollout engine runs them."""
+    """Run scripted turns; tool calls go through vista_rl.make_tool as the rollout engine runs them."""
     observation, info = env.reset(seed=policy_turns["seed"])
     images = list(observation.images)
     result = None
@@ -37,7 +37,7 @@ def _drive(env, policy_turns):
         text = make_response(info, images)
         result = env.step(text)
         for call in parse_response(text).tool_calls:
-            tool_result = vista.make_tool(call.name)(call.arguments,
+            tool_result = vista_rl.make_tool(call.name)(call.arguments,
                                                      ToolContext(images=images, metadata=env.tool_context_metadata()))
             assert not tool_result.error, tool_result.text
             images.extend(tool_result.images)
@@ -54,7 +54,7 @@ def _zoom(info, images):
 
 @pytest.mark.skipif(shutil.which("tesseract") is None, reason="needs Tesseract")
 def test_end_to_end_text_target_is_read_from_the_zoom_with_ocr():
-    env = vista.make_env(ENV, target_kinds=["text"])
+    env = vista_rl.make_env(ENV, target_kinds=["text"])
     for seed in (1, 2, 5):
         _text_episode(env, seed)
 
@@ -67,7 +67,7 @@ def _text_episode(env, seed):
         pixels = np.asarray(images[-1]).astype(int)
         ys, xs = np.nonzero(np.abs(pixels - COLOURS["yellow"]).sum(axis=2) < 60)
         region = [int(xs.min()) + 2, int(ys.min()) + 2, int(xs.max()) - 2, int(ys.max()) - 2]  # inside the border
-        words = vista.make_tool("ocr")({"image": -1, "mode": "line", "region": region},
+        words = vista_rl.make_tool("ocr")({"image": -1, "mode": "line", "region": region},
                                        ToolContext(images=images)).metadata["words"]
         state["read"] = " ".join(w["text"] for w in words).lower()
         return f"<think>The zoom at {tuple(info['target_point'])} shows a sign.</think><answer>{state['read']}</answer>"
@@ -75,7 +75,7 @@ def _text_episode(env, seed):
     # the low-resolution view alone is not legible
     observation, info = env.reset(seed=seed)
     x, y = info["target_point"]
-    blurry = vista.make_tool("ocr")({"region": [x - 30, y - 15, x + 30, y + 15], "mode": "line"},
+    blurry = vista_rl.make_tool("ocr")({"region": [x - 30, y - 15, x + 30, y + 15], "mode": "line"},
                                     ToolContext(images=observation.images)).metadata["words"]
     assert info["answer"] not in " ".join(w["text"] for w in blurry).lower()
 
@@ -86,7 +86,7 @@ def _text_episode(env, seed):
 
 
 def test_end_to_end_colour_target_is_read_from_the_zoom_pixels():
-    env = vista.make_env(ENV, target_kinds=["colour"])
+    env = vista_rl.make_env(ENV, target_kinds=["colour"])
 
     def name_colour(info, images):
         # the star sits at the centre of the zoom: the palette colour most present in the central patch
@@ -101,7 +101,7 @@ def test_end_to_end_colour_target_is_read_from_the_zoom_pixels():
 
 
 def test_grounding_reward_needs_a_point_on_the_target():
-    env = vista.make_env(ENV)
+    env = vista_rl.make_env(ENV)
     _, info = env.reset(seed=5)
     answer = info["answer"]
     assert env.step(f"<think>I guess.</think><answer>{answer}</answer>").reward == pytest.approx(1.0)
@@ -115,7 +115,7 @@ def test_grounding_reward_needs_a_point_on_the_target():
 
 
 def test_image_and_turn_caps():
-    env = vista.make_env(ENV, max_images=3, max_turns=4)
+    env = vista_rl.make_env(ENV, max_images=3, max_turns=4)
     _, info = env.reset(seed=0)
     zoom = '<think>look at (10, 10)</think><tool_call>{"name": "crop_zoom", "arguments": {"coordinate": [10, 10]}}</tool_call>'
     assert env.step(zoom).info["action_valid"]
@@ -128,7 +128,7 @@ def test_image_and_turn_caps():
 
 
 def test_reflection_after_a_wrong_answer():
-    env = vista.make_env(ENV, target_kinds=["count"], max_attempts=2, reward_mode="decayed", decay=0.5,
+    env = vista_rl.make_env(ENV, target_kinds=["count"], max_attempts=2, reward_mode="decayed", decay=0.5,
                          grounding_reward=0.0)
     _, info = env.reset(seed=1)
     wrong = str(int(info["answer"]) + 1)
@@ -139,7 +139,7 @@ def test_reflection_after_a_wrong_answer():
 
 
 def test_env_runs_the_zoom_itself_when_asked():
-    env = vista.make_env(ENV, execute_tools=True)
+    env = vista_rl.make_env(ENV, execute_tools=True)
     env.reset(seed=0)
     step = env.step(env.oracle_response())
     assert len(step.observation.images) == 1 and step.observation.images[0].size == (672, 672)
@@ -150,9 +150,9 @@ def test_env_runs_the_zoom_itself_when_asked():
 def test_oracle_episodes_through_the_core_rollout_engine():
     """The engine runs crop_zoom itself (the env never sees the tool turn); the oracle still zooms
     once, then answers with a grounded point."""
-    from vista.rollout import RolloutEngine, episode_specs
+    from vista_rl.rollout import RolloutEngine, episode_specs
 
-    backend = vista.make_model("scripted", path="oracle")
+    backend = vista_rl.make_model("scripted", path="oracle")
     with RolloutEngine(backend) as engine:
         trajectories = engine.run(episode_specs(ENV, [0, 1, 2]))
     for trajectory in trajectories:
@@ -165,12 +165,12 @@ def test_oracle_episodes_through_the_core_rollout_engine():
 def test_engine_zooms_cut_from_the_full_resolution_original():
     """The engine passes env.tool_context_metadata() to tools, so its crop equals the env's own
     full-resolution zoom (not an upscaled crop of the 512-pixel view)."""
-    from vista.rollout import RolloutEngine, episode_specs
+    from vista_rl.rollout import RolloutEngine, episode_specs
 
-    env = vista.make_env(ENV, execute_tools=True)
+    env = vista_rl.make_env(ENV, execute_tools=True)
     env.reset(seed=0)
     expected = env.step(env.oracle_response()).observation.images[0]
-    with RolloutEngine(vista.make_model("scripted", path="oracle")) as engine:
+    with RolloutEngine(vista_rl.make_model("scripted", path="oracle")) as engine:
         (trajectory,) = engine.run(episode_specs(ENV, [0]))
     zoomed = trajectory.turns[1].images[-1]
     assert zoomed.size == expected.size

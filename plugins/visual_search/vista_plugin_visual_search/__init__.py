@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import vista
+import vista_rl
 
 
-@vista.hookimpl
+@vista_rl.hookimpl
 def register_envs(register: Any) -> None:
     register("visual_search/zoom-v0", "vista_plugin_visual_search.env:VisualSearchEnv",
              description="Find a small target in a 1536x1536 scene shown at low resolution; zoom with crop_zoom")

@@ -18,7 +18,6 @@ from pydantic import Field
 from vista_plugin_judges.boxes import point_in_box
 from vista_plugin_vqa.base import Problem, QAEnvConfig, ToolQAEnv
 
-from vista.parsing import ParsedResponse
 from vista_plugin_visual_search.scene import (
     COLOURS,
     DISTRACTOR_SHAPES,
@@ -26,6 +25,7 @@ from vista_plugin_visual_search.scene import (
     TargetKind,
     generate_scene,
 )
+from vista_rl.parsing import ParsedResponse
 
 POINT_RE = re.compile(r"\(\s*(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)\s*\)")
 

@@ -21,9 +21,9 @@ from vista_plugin_transformers.backend import TransformersBackend  # noqa: E402
 from vista_plugin_transformers.chat import encode_chats  # noqa: E402
 from vista_plugin_transformers.server import free_port, wait_for_health  # noqa: E402
 
-import vista  # noqa: E402
-from vista.model import SamplingParams  # noqa: E402
-from vista.observation import Message  # noqa: E402
+import vista_rl  # noqa: E402
+from vista_rl.model import SamplingParams  # noqa: E402
+from vista_rl.observation import Message  # noqa: E402
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=16)
 
@@ -36,7 +36,7 @@ def _chat(index: int) -> list[Message]:
 
 @pytest.fixture(scope="module")
 def vllm_backend(tiny_model_dir: Path) -> Iterator[Any]:
-    backend = vista.make_model("vllm", path=str(tiny_model_dir), dtype="float32", max_model_len=1024)
+    backend = vista_rl.make_model("vllm", path=str(tiny_model_dir), dtype="float32", max_model_len=1024)
     yield backend
     backend.close()
 
@@ -119,7 +119,7 @@ def vllm_server(tiny_model_dir: Path) -> Iterator[str]:
 
 
 def test_openai_backend_against_the_vllm_server(vllm_server: str, hf_backend: TransformersBackend) -> None:
-    backend = vista.make_model("openai", path=f"{vllm_server}/v1", max_concurrency=4)
+    backend = vista_rl.make_model("openai", path=f"{vllm_server}/v1", max_concurrency=4)
     assert backend.model == "tiny"
     chats = [_chat(i) for i in range(3)]
     remote = backend.generate(chats, GREEDY)

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import vista
+import vista_rl
 
 
-@vista.hookimpl
+@vista_rl.hookimpl
 def register_models(register: Any) -> None:
     register(
         "vllm",

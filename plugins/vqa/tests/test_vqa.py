@@ -1,10 +1,10 @@
 import pytest
 from vista_plugin_datasets import testing
 
-import vista
-from vista import ToolContext
-from vista.parsing import parse_response
-from vista_sdk import check_env
+import vista_rl
+from vista_rl import ToolContext
+from vista_rl.parsing import parse_response
+from vista_rl_sdk import check_env
 
 MC, SHORT = "vqa/multiple-choice-v0", "vqa/short-answer-v0"
 
@@ -32,7 +32,7 @@ def test_conformance(roots, env_id, dataset, extra):
 
 
 def test_multiple_choice_oracle_and_judging(roots):
-    env = vista.make_env(MC, dataset="geometry3k", dataset_config=roots["geometry3k"])
+    env = vista_rl.make_env(MC, dataset="geometry3k", dataset_config=roots["geometry3k"])
     observation, info = env.reset(seed=0)
     assert observation.text.count("<image>") == 1 and "B. 6" in observation.text and info["answer"] == "B"
     assert env.step("<think>x = 6</think><answer>B</answer>").info["success"]
@@ -42,21 +42,21 @@ def test_multiple_choice_oracle_and_judging(roots):
 
 
 def test_short_answer_uses_the_task_type_judge(roots):
-    env = vista.make_env(SHORT, dataset="chartqa", dataset_config=roots["chartqa"])
+    env = vista_rl.make_env(SHORT, dataset="chartqa", dataset_config=roots["chartqa"])
     env.reset(seed=0)  # "37.5", numeric -> relaxed_numeric
     assert env.step("<think>t</think><answer>38</answer>").info["success"]
     env.reset(seed=1)  # "Japan"
     assert env.step("<think>t</think><answer>japan</answer>").info["success"]
     env.reset(seed=2)  # "1,250"
     assert env.step("<think>t</think><answer>1250</answer>").info["success"]
-    direct = vista.make_env(SHORT, dataset="aokvqa", dataset_config=roots["aokvqa-direct"])
+    direct = vista_rl.make_env(SHORT, dataset="aokvqa", dataset_config=roots["aokvqa-direct"])
     direct.reset(seed=0)
     assert direct.step("<think>t</think><answer>smoke</answer>").info["success"]  # any direct answer
 
 
 @pytest.mark.parametrize(("mode", "expected"), [("first", 0.0), ("decayed", 0.5), ("last", 1.0)])
 def test_reflection_feedback_and_reward_modes(roots, mode, expected):
-    env = vista.make_env(SHORT, dataset="chartqa", dataset_config=roots["chartqa"], max_attempts=3,
+    env = vista_rl.make_env(SHORT, dataset="chartqa", dataset_config=roots["chartqa"], max_attempts=3,
                          reward_mode=mode, decay=0.5)
     env.reset(seed=0)  # reference 37.5
     wrong = env.step("<think>t</think><answer>20</answer>")
@@ -70,7 +70,7 @@ def test_reflection_feedback_and_reward_modes(roots, mode, expected):
 
 
 def test_out_of_attempts_ends_the_episode(roots):
-    env = vista.make_env(MC, dataset="scienceqa", dataset_config=roots["scienceqa"], max_attempts=2)
+    env = vista_rl.make_env(MC, dataset="scienceqa", dataset_config=roots["scienceqa"], max_attempts=2)
     env.reset(seed=0)  # answer B
     assert not env.step("<think>t</think><answer>A</answer>").done
     last = env.step("<think>t</think><answer>C</answer>")
@@ -78,7 +78,7 @@ def test_out_of_attempts_ends_the_episode(roots):
 
 
 def test_malformed_responses_are_feedback_and_turns_are_capped(roots):
-    env = vista.make_env(MC, dataset="scienceqa", dataset_config=roots["scienceqa"], max_turns=2)
+    env = vista_rl.make_env(MC, dataset="scienceqa", dataset_config=roots["scienceqa"], max_turns=2)
     env.reset(seed=0)
     first = env.step("I think it's B")
     assert not first.done and not first.info["format_ok"] and "answer now" in first.observation.text
@@ -87,9 +87,9 @@ def test_malformed_responses_are_feedback_and_turns_are_capped(roots):
 
 
 def test_end_to_end_episode_with_a_tool_call_run_by_the_driver(roots):
-    """Scripted policy: crop the image with crop_bbox (run through vista.make_tool, as the rollout
+    """Scripted policy: crop the image with crop_bbox (run through vista_rl.make_tool, as the rollout
     engine does), then answer."""
-    env = vista.make_env(MC, dataset="geometry3k", dataset_config=roots["geometry3k"], tools=["crop_bbox"])
+    env = vista_rl.make_env(MC, dataset="geometry3k", dataset_config=roots["geometry3k"], tools=["crop_bbox"])
     assert env.tools == ("crop_bbox",)
     observation, _ = env.reset(seed=0)
     images = list(observation.images)
@@ -97,7 +97,7 @@ def test_end_to_end_episode_with_a_tool_call_run_by_the_driver(roots):
     step = env.step(call_text)
     assert not step.done and step.info["action_valid"] and step.info["awaiting_tool_result"]
     for call in parse_response(call_text).tool_calls:
-        result = vista.make_tool(call.name)(call.arguments, ToolContext(images=images, metadata=env.tool_context_metadata()))
+        result = vista_rl.make_tool(call.name)(call.arguments, ToolContext(images=images, metadata=env.tool_context_metadata()))
         assert not result.error and len(result.images) == 1
         images.extend(result.images)
     final = env.step("<think>The crop shows x = 6.</think><answer>B</answer>")
@@ -105,7 +105,7 @@ def test_end_to_end_episode_with_a_tool_call_run_by_the_driver(roots):
 
 
 def test_env_can_execute_tools_itself(roots):
-    env = vista.make_env(MC, dataset="geometry3k", dataset_config=roots["geometry3k"], tools=["crop_bbox"],
+    env = vista_rl.make_env(MC, dataset="geometry3k", dataset_config=roots["geometry3k"], tools=["crop_bbox"],
                          execute_tools=True)
     env.reset(seed=0)
     step = env.step('<tool_call>{"name": "crop_bbox", "arguments": {"bbox": [0, 0, 80, 60]}}</tool_call>'
@@ -117,6 +117,6 @@ def test_env_can_execute_tools_itself(roots):
 
 def test_bad_config_names_the_key(roots):
     with pytest.raises(Exception, match="max_attempts"):
-        vista.make_env(MC, dataset="scienceqa", dataset_config=roots["scienceqa"], max_attempts=0)
+        vista_rl.make_env(MC, dataset="scienceqa", dataset_config=roots["scienceqa"], max_attempts=0)
     with pytest.raises(Exception, match="exactly one"):
-        vista.make_env(MC)
+        vista_rl.make_env(MC)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import vista
+import vista_rl
 
 
-@vista.hookimpl
+@vista_rl.hookimpl
 def register_envs(register: Any) -> None:
     register("vqa/multiple-choice-v0", "vista_plugin_vqa.env:MultipleChoiceVQAEnv",
              description="Multiple-choice VQA over task records (ScienceQA, Geometry3K, A-OKVQA); tools optional")

@@ -5,7 +5,7 @@ Turn protocol (what the rollout engine and this env agree on):
 - A response with a valid ``<tool_call>`` and no ``<answer>`` is a *tool turn*: the env checks the
   tool is one it offers and within the image budget, records the call (visual search uses the
   points), and returns a non-terminal step with reward 0 and ``info["tool_calls"]``.  The engine runs
-  the tools (``vista.make_tool``) and shows the results; with ``execute_tools=True`` the env runs
+  the tools (``vista_rl.make_tool``) and shows the results; with ``execute_tools=True`` the env runs
   them itself and its observation carries the results (for loops without a tool runner, such as
   ``vista eval``).  ``tool_context_metadata()`` is what the engine should put into
   ``ToolContext.metadata`` (e.g. the full-resolution image behind a downscaled one).
@@ -25,11 +25,11 @@ from typing import Any, Literal
 from PIL import Image
 from pydantic import Field
 
-import vista
-from vista import Env, Observation, StepResult
-from vista.parsing import ParsedResponse, ParsedToolCall, ResponseFormat, parse_response
-from vista.tool import ToolContext
+import vista_rl
 from vista_plugin_vqa.reflection import ReflectionConfig, attempt_factor, feedback_text
+from vista_rl import Env, Observation, StepResult
+from vista_rl.parsing import ParsedResponse, ParsedToolCall, ResponseFormat, parse_response
+from vista_rl.tool import ToolContext
 
 THINK_TAGS = "<think>...</think><answer>...</answer>"
 ANSWER_TAGS = "<answer>...</answer>"
@@ -78,7 +78,7 @@ class ToolQAEnv(Env):
         tags = ("think", "answer") if self.config.prompt_format == "free_think" else ("answer",)
         self.response_format = ResponseFormat(required=tags, answer_or_tool_call=bool(self.tools))
         self.problem: Problem | None = None
-        self._judges: dict[str, vista.Judge] = {}
+        self._judges: dict[str, vista_rl.Judge] = {}
         self._reset_state()
 
     # ---------------------------------------------------------------- subclass hooks
@@ -116,9 +116,9 @@ class ToolQAEnv(Env):
     def tags(self) -> str:
         return THINK_TAGS if self.config.prompt_format == "free_think" else ANSWER_TAGS
 
-    def judge(self, name: str) -> vista.Judge:
+    def judge(self, name: str) -> vista_rl.Judge:
         if name not in self._judges:
-            self._judges[name] = vista.make_judge(name)
+            self._judges[name] = vista_rl.make_judge(name)
         return self._judges[name]
 
     def tool_context_metadata(self) -> dict[str, Any]:
@@ -213,7 +213,7 @@ class ToolQAEnv(Env):
         texts, images = [], []
         context = ToolContext(images=self.images, metadata=self.tool_context_metadata())
         for call in calls:
-            result = vista.make_tool(str(call.name))(call.arguments, context)
+            result = vista_rl.make_tool(str(call.name))(call.arguments, context)
             texts.append(f"{call.name}: {result.text}")
             self.images.extend(result.images)
             images.extend(result.images)

@@ -11,8 +11,8 @@ from typing import Any
 from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-import vista
-from vista.task import TaskRecord
+import vista_rl
+from vista_rl.task import TaskRecord
 
 
 class RecordSource(BaseModel):
@@ -38,8 +38,8 @@ def _load(key: str) -> tuple[TaskRecord, ...]:
     if spec.get("records"):
         return tuple(TaskRecord(**row) for row in spec["records"])
     if spec.get("records_path"):
-        return tuple(vista.make_dataset("records", path=spec["records_path"]))
-    return tuple(vista.make_dataset(spec["dataset"], **spec["dataset_config"]))
+        return tuple(vista_rl.make_dataset("records", path=spec["records_path"]))
+    return tuple(vista_rl.make_dataset(spec["dataset"], **spec["dataset_config"]))
 
 
 def load_records(source: RecordSource) -> tuple[TaskRecord, ...]:

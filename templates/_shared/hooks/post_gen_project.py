@@ -1,6 +1,6 @@
 """Remove byte-code caches from the new project.
 
-pip compiles every ``.py`` file of the installed vista-sdk wheel, the template files included, and
+pip compiles every ``.py`` file of the installed vista-rl-sdk wheel, the template files included, and
 cookiecutter copies whatever it finds; a generated project should start clean.
 """
 

@@ -1,7 +1,7 @@
 """Refuse a plugin name that would make a broken or confusing package, before any file is written.
 
 cookiecutter renders this file with Jinja and runs it as ``pre_gen_project``; a non-zero exit makes
-it delete the half-made project.  ``vista new`` (``vista_sdk.scaffold``) imports the same file and
+it delete the half-made project.  ``vista new`` (``vista_rl_sdk.scaffold``) imports the same file and
 calls :func:`problem_with` first, so the naming rule lives in this one place.
 """
 

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import pytest
-import vista
+import vista_rl
 
 ENV_ID = "{{ cookiecutter.plugin_name }}/{{ cookiecutter.plugin_name }}-v0"
 
 
 @pytest.mark.parametrize("prompt_format", ["free_think", "no_think"])
 def test_oracle_always_succeeds(prompt_format: str) -> None:
-    env = vista.make_env(ENV_ID, prompt_format=prompt_format)
+    env = vista_rl.make_env(ENV_ID, prompt_format=prompt_format)
     for seed in range(10):
         env.reset(seed=seed)
         result = env.step(env.oracle_response() or "")
@@ -18,7 +18,7 @@ def test_oracle_always_succeeds(prompt_format: str) -> None:
 
 
 def test_wrong_colour_scores_zero() -> None:
-    env = vista.make_env(ENV_ID)
+    env = vista_rl.make_env(ENV_ID)
     _, info = env.reset(seed=4)
     wrong = "red" if info["answer"] != "red" else "blue"
     result = env.step(f"<think>guess</think><answer>{wrong}</answer>")
@@ -26,20 +26,20 @@ def test_wrong_colour_scores_zero() -> None:
 
 
 def test_malformed_answer_is_feedback_not_an_exception() -> None:
-    env = vista.make_env(ENV_ID)
+    env = vista_rl.make_env(ENV_ID)
     env.reset(seed=0)
     result = env.step("<answer>teal")
     assert not result.info["success"] and result.observation.text
 
 
 def test_seeds_differ_and_repeat() -> None:
-    first, _ = vista.make_env(ENV_ID).reset(seed=1)
-    again, _ = vista.make_env(ENV_ID).reset(seed=1)
-    other, _ = vista.make_env(ENV_ID).reset(seed=2)
+    first, _ = vista_rl.make_env(ENV_ID).reset(seed=1)
+    again, _ = vista_rl.make_env(ENV_ID).reset(seed=1)
+    other, _ = vista_rl.make_env(ENV_ID).reset(seed=2)
     assert first.images[0].tobytes() == again.images[0].tobytes()
     assert first.images[0].tobytes() != other.images[0].tobytes()
 
 
 def test_bad_config_names_the_key() -> None:
     with pytest.raises(Exception, match="distractors"):
-        vista.make_env(ENV_ID, distractors=99)
+        vista_rl.make_env(ENV_ID, distractors=99)

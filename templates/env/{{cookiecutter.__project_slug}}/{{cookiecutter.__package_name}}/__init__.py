@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import vista
+import vista_rl
 
 
-@vista.hookimpl
+@vista_rl.hookimpl
 def register_envs(register: Any) -> None:
     register(
         "{{ cookiecutter.plugin_name }}/{{ cookiecutter.plugin_name }}-v0",
         "{{ cookiecutter.__package_name }}.env:{{ cookiecutter.__class_prefix }}Env",
         description="Name the colour of the square among distractor circles. One turn, seeded images.",
-        # Keyword arguments for vista_sdk.check_env in tests/test_*_conformance.py.
+        # Keyword arguments for vista_rl_sdk.check_env in tests/test_*_conformance.py.
         check_args={"config": {"distractors": 3}},
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-import vista
+import vista_rl
 
 JUDGE_ID = "{{ cookiecutter.plugin_name }}/numeric"
 
@@ -25,20 +25,20 @@ JUDGE_ID = "{{ cookiecutter.plugin_name }}/numeric"
     ],
 )
 def test_scores(prediction: object, reference: object, expected: float) -> None:
-    assert vista.make_judge(JUDGE_ID).score(prediction, reference).score == expected
+    assert vista_rl.make_judge(JUDGE_ID).score(prediction, reference).score == expected
 
 
 def test_tolerance_is_configurable() -> None:
-    strict = vista.make_judge(JUDGE_ID, relative_tolerance=0.0)
+    strict = vista_rl.make_judge(JUDGE_ID, relative_tolerance=0.0)
     assert strict.score("41", "42").score == 0.0
     assert strict.score("42.0", "42").score == 1.0
 
 
 def test_details_explain_a_miss() -> None:
-    result = vista.make_judge(JUDGE_ID).score("no idea", "42")
+    result = vista_rl.make_judge(JUDGE_ID).score("no idea", "42")
     assert result.score == 0.0 and "no number" in result.details["error"]
 
 
 def test_negative_tolerance_is_refused() -> None:
     with pytest.raises(ValueError, match="tolerance"):
-        vista.make_judge(JUDGE_ID, relative_tolerance=-1)
+        vista_rl.make_judge(JUDGE_ID, relative_tolerance=-1)

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import vista
+import vista_rl
 
 
-@vista.hookimpl
+@vista_rl.hookimpl
 def register_judges(register: Any) -> None:
     register(
         "{{ cookiecutter.plugin_name }}/numeric",
         "{{ cookiecutter.__package_name }}.judge:{{ cookiecutter.__class_prefix }}NumericJudge",
         description="1.0 when the predicted number is within a relative tolerance of the reference.",
-        # Keyword arguments for vista_sdk.check_judge in tests/test_*_conformance.py.
+        # Keyword arguments for vista_rl_sdk.check_judge in tests/test_*_conformance.py.
         check_args={"reference": "42", "correct": "42.0", "wrong": ["39", "44.5", "forty-two", "-42"]},
     )

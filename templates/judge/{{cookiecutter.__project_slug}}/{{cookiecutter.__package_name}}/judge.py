@@ -13,7 +13,7 @@ import math
 import re
 from typing import Any
 
-from vista import Judge, JudgeResult
+from vista_rl import Judge, JudgeResult
 
 NUMBER = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?")
 

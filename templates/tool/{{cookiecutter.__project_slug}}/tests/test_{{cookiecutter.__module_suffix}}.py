@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import vista
+import vista_rl
 from PIL import Image
-from vista import ToolContext
+from vista_rl import ToolContext
 
 TOOL_ID = "{{ cookiecutter.plugin_name }}/rotate"
 
@@ -17,7 +17,7 @@ def marked_image() -> Image.Image:
 
 
 def test_rotating_by_90_swaps_the_sides_and_moves_the_corner() -> None:
-    result = vista.make_tool(TOOL_ID)({"angle": 90}, ToolContext(images=[marked_image()]))
+    result = vista_rl.make_tool(TOOL_ID)({"angle": 90}, ToolContext(images=[marked_image()]))
     assert not result.error
     (rotated,) = result.images
     assert rotated.size == (20, 40)
@@ -27,7 +27,7 @@ def test_rotating_by_90_swaps_the_sides_and_moves_the_corner() -> None:
 
 
 def test_four_quarter_turns_give_the_original_back() -> None:
-    tool = vista.make_tool(TOOL_ID)
+    tool = vista_rl.make_tool(TOOL_ID)
     image = marked_image()
     for _ in range(4):
         image = tool({"angle": 90}, ToolContext(images=[image])).images[0]
@@ -35,11 +35,11 @@ def test_four_quarter_turns_give_the_original_back() -> None:
 
 
 def test_missing_image_is_an_error_result_not_an_exception() -> None:
-    result = vista.make_tool(TOOL_ID)({"angle": 180, "image_index": 3}, ToolContext(images=[marked_image()]))
+    result = vista_rl.make_tool(TOOL_ID)({"angle": 180, "image_index": 3}, ToolContext(images=[marked_image()]))
     assert result.error and "out of range" in result.text and not result.images
 
 
 def test_schema_offers_the_allowed_angles() -> None:
-    schema = vista.make_tool(TOOL_ID).openai_schema()
+    schema = vista_rl.make_tool(TOOL_ID).openai_schema()
     assert schema["function"]["name"] == "rotate"
     assert schema["function"]["parameters"]["properties"]["angle"]["enum"] == [90, 180, 270]

@@ -8,15 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
-import vista
+import vista_rl
 
 
-@vista.hookimpl
+@vista_rl.hookimpl
 def register_tools(register: Any) -> None:
     register(
         "{{ cookiecutter.plugin_name }}/rotate",
         "{{ cookiecutter.__package_name }}.tool:{{ cookiecutter.__class_prefix }}RotateTool",
         description="Rotate one of the episode's images by 90, 180 or 270 degrees and show the result.",
-        # Keyword arguments for vista_sdk.check_tool in tests/test_*_conformance.py.
+        # Keyword arguments for vista_rl_sdk.check_tool in tests/test_*_conformance.py.
         check_args={"valid_arguments": {"angle": 90, "image_index": 0}},
     )

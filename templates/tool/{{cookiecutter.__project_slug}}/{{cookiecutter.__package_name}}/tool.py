@@ -13,7 +13,7 @@ from typing import Literal
 
 from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field
-from vista import Tool, ToolContext, ToolResult
+from vista_rl import Tool, ToolContext, ToolResult
 
 TRANSPOSE = {
     90: Image.Transpose.ROTATE_90,

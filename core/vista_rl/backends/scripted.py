@@ -1,0 +1,63 @@
+"""The scripted backend: replays an env's oracle or a fixed list of responses.
+
+It is a real backend (same interface, same rollout path), which makes it the baseline for
+measuring framework overhead and for tests that need a policy with known behaviour.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from vista_rl.model import Generation, ModelBackend, SamplingParams
+from vista_rl.observation import Chat
+
+
+class ScriptedBackend(ModelBackend):
+    """``scripted:oracle`` asks the env for its oracle response each turn; ``scripted:FILE`` replays
+    responses from a JSON list or a text file (one per line) in order, cycling; ``responses=[...]``
+    does the same from memory."""
+
+    def __init__(self, path: str | None = None, responses: Sequence[str] | None = None) -> None:
+        self.needs_oracle = path == "oracle"
+        if responses is not None:
+            self.responses = list(responses)
+        elif path and not self.needs_oracle:
+            self.responses = self._read(Path(path))
+        else:
+            self.responses = []
+        if not self.needs_oracle and not self.responses:
+            raise ValueError("scripted backend needs path='oracle', a responses file, or responses=[...]")
+        self._cursor = 0
+
+    @staticmethod
+    def _read(path: Path) -> list[str]:
+        if not path.exists():
+            raise FileNotFoundError(f"scripted responses file {path} does not exist")
+        text = path.read_text(encoding="utf-8")
+        if path.suffix == ".json":
+            data = json.loads(text)
+            if not isinstance(data, list):
+                raise ValueError(f"{path} must hold a JSON list of response strings")
+            return [str(item) for item in data]
+        return [line for line in text.splitlines() if line.strip()]
+
+    def generate(
+        self,
+        chats: Sequence[Chat],
+        params: SamplingParams,
+        oracle_responses: Sequence[str | None] | None = None,
+    ) -> list[list[Generation]]:
+        outputs: list[list[Generation]] = []
+        for index in range(len(chats)):
+            samples = []
+            for _ in range(params.n):
+                if self.needs_oracle:
+                    text = (oracle_responses[index] if oracle_responses else None) or ""
+                else:
+                    text = self.responses[self._cursor % len(self.responses)]
+                    self._cursor += 1
+                samples.append(Generation(text=text, finish_reason="stop"))
+            outputs.append(samples)
+        return outputs

@@ -1,0 +1,13 @@
+"""Built-in training engines."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vista_rl.hookspecs import hookimpl
+
+
+@hookimpl
+def register_engines(register: Any) -> None:
+    register("local", "vista_rl.engine.trainer:LocalEngine",
+             description="One process, one device (CPU or CUDA): SFT, GRPO and PPO with a value head")

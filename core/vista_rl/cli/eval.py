@@ -1,0 +1,192 @@
+"""``vista eval``: run a policy on an env with the rollout engine, save every trajectory and report
+metrics with 95% confidence intervals.
+
+Flags and a YAML run config combine in this order: the YAML file (``vista eval run.yaml`` or
+``--config``), then flags given on the command line, then ``--set key=value`` overrides.  Without a
+config file every flag applies with its default (greedy decoding by default).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+from click.core import ParameterSource
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+
+import vista_rl
+from vista_rl.cli.trajectories import metrics_table
+from vista_rl.config import RunConfig, load_config
+from vista_rl.errors import VistaError
+from vista_rl.model import ModelBackend
+from vista_rl.rollout import RolloutEngine, RolloutMetrics, episode_specs
+from vista_rl.store import RunWriter
+
+# flag name -> dotted config key
+_FLAG_KEYS = {
+    "env_id": "env.id",
+    "episodes": "rollout.episodes",
+    "max_turns": "rollout.max_turns",
+    "reflection": "rollout.reflection",
+    "max_attempts": "rollout.max_attempts",
+    "seed": "seed",
+    "out_dir": "output_dir",
+    "group_size": "rollout.group_size",
+    "temperature": "rollout.sampling.temperature",
+    "max_tokens": "rollout.sampling.max_tokens",
+    "batch_size": "rollout.batch_size",
+    "window_size": "rollout.window_size",
+}
+
+
+def parse_model_spec(spec: str) -> tuple[str, str | None]:
+    """``BACKEND:PATH_OR_URL`` -> (backend, path); only the first colon splits, so URLs survive."""
+    backend, _, path = spec.partition(":")
+    if not backend:
+        raise click.BadParameter(f"{spec!r} must look like BACKEND:PATH_OR_URL (e.g. scripted:oracle)")
+    return backend, (path or None)
+
+
+def _flag_overrides(ctx: click.Context, values: dict[str, Any], with_config: bool) -> list[str]:
+    overrides = []
+    for name, key in _FLAG_KEYS.items():
+        value = values.get(name)
+        explicit = ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)
+        if value is None or (with_config and not explicit):
+            continue
+        overrides.append(f"{key}={json.dumps(str(value) if isinstance(value, Path) else value)}")
+    model_spec = values.get("model_spec")
+    if model_spec:
+        backend, path = parse_model_spec(model_spec)
+        overrides.append(f"model.backend={json.dumps(backend)}")
+        overrides.append(f"model.path={json.dumps(path)}")
+    return overrides
+
+
+def resolve_config(ctx: click.Context, config_path: Path | None, values: dict[str, Any],
+                   sets: tuple[str, ...]) -> RunConfig:
+    overrides = _flag_overrides(ctx, values, with_config=config_path is not None)
+    if config_path is None and not values.get("env_id"):
+        raise click.UsageError("give --env ID (or a run config file with an env section)")
+    if config_path is None and not values.get("model_spec"):
+        raise click.UsageError("give --model BACKEND:PATH_OR_URL (or a run config file with a model section)")
+    config = load_config(RunConfig, config_path, overrides=[*overrides, *sets])
+    if "output_dir" not in config.model_fields_set:
+        slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", config.env.id).strip("-")
+        config.output_dir = str(Path("runs") / f"eval-{slug}-{time.strftime('%Y%m%d-%H%M%S')}")
+    return config
+
+
+def build_backend(config: RunConfig) -> ModelBackend:
+    """Make the backend, turning any failure (missing model directory, bad URL) into one message."""
+    kwargs = dict(config.model.config)
+    if config.model.path is not None:
+        kwargs["path"] = config.model.path
+    where = f"{config.model.backend}:{config.model.path}" if config.model.path else config.model.backend
+    path = config.model.path
+    if path and "://" not in path and path.startswith(("/", "./", "../", "~")) and not Path(path).expanduser().exists():
+        raise click.ClickException(f"could not start model backend {where}: {path} does not exist "
+                                   "(give a model directory, a file, or a URL)")
+    try:
+        return vista_rl.make_model(config.model.backend, **kwargs)
+    except VistaError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any backend start-up failure becomes a clear message
+        raise click.ClickException(f"could not start model backend {where}: {type(exc).__name__}: {exc}") from None
+
+
+def check_env(config: RunConfig) -> None:
+    """Make and close one env up front, so a typo in its id or config fails before the run."""
+    try:
+        vista_rl.make_env(config.env.id, **config.env.config).close()
+    except VistaError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        raise click.ClickException(f"could not create env {config.env.id}: {type(exc).__name__}: {exc}") from None
+
+
+def run_eval(config: RunConfig, backend: ModelBackend, console: Console, html: bool = True) -> dict[str, Any]:
+    """Run the eval described by ``config`` and write its run directory; returns the summary."""
+    rollout = config.rollout
+    seeds = range(config.seed, config.seed + rollout.episodes)
+    specs = episode_specs(config.env.id, seeds, rollout.group_size, config.env.config)
+    metrics = RolloutMetrics()
+    out = Path(config.output_dir)
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("success {task.fields[success]}"), TimeElapsedColumn(), TimeRemainingColumn())
+    with RunWriter(out, config, html=html) as writer, RolloutEngine(backend, rollout, seed=config.seed) as engine:
+        with Progress(*columns, console=console, transient=True) as progress:
+            task = progress.add_task(f"eval {config.env.id}", total=len(specs), success="-")
+            for trajectory in engine.stream(specs):
+                writer.write(trajectory)
+                metrics.add(trajectory)
+                progress.update(task, advance=1, success=f"{metrics.successes}/{metrics.episodes}")
+        summary: dict[str, Any] = {
+            "env": config.env.id, "model": f"{config.model.backend}:{config.model.path or ''}",
+            "seeds": rollout.episodes, "group_size": rollout.group_size, **metrics.summary(),
+            "timings": engine.timings.to_dict(),
+        }
+        writer.write_metrics(summary)
+    return summary
+
+
+@click.command("eval")
+@click.argument("config_file", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--config", "config_option", type=click.Path(dir_okay=False, path_type=Path),
+              help="Run config YAML (same as the positional CONFIG_FILE).")
+@click.option("--env", "env_id", help="Registered env id, e.g. oddshape/odd-colour-v0.")
+@click.option("--model", "model_spec", help="BACKEND:PATH_OR_URL, e.g. scripted:oracle or transformers:./tiny.")
+@click.option("--episodes", default=20, show_default=True, type=click.IntRange(min=1), help="Seeds to run.")
+@click.option("--group-size", default=1, show_default=True, type=click.IntRange(min=1), help="Samples per seed.")
+@click.option("--max-turns", default=5, show_default=True, type=click.IntRange(min=1))
+@click.option("--reflection/--no-reflection", default=False, show_default=True,
+              help="After a wrong final answer, give feedback and retry.")
+@click.option("--max-attempts", default=3, show_default=True, type=click.IntRange(min=1),
+              help="Attempts per episode with --reflection.")
+@click.option("--seed", default=0, show_default=True, type=int, help="First seed; sampling seed too.")
+@click.option("--temperature", default=0.0, show_default=True, type=click.FloatRange(min=0.0))
+@click.option("--max-tokens", default=None, type=click.IntRange(min=1), help="New tokens per turn.")
+@click.option("--batch-size", default=None, type=click.IntRange(min=1), help="Episodes alive at once.")
+@click.option("--window-size", default=None, type=click.IntRange(min=1), help="Keep only the last K turns.")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Run directory (default runs/eval-ENV-TIME).")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Config override, e.g. rollout.window_size=2.")
+@click.option("--no-html", is_flag=True, help="Skip writing trajectories.html.")
+@click.pass_context
+def eval_command(ctx: click.Context, config_file: Path | None, config_option: Path | None, sets: tuple[str, ...],
+                 no_html: bool, **values: Any) -> None:
+    """Evaluate a model backend on an environment: metrics with 95% CIs and saved trajectories."""
+    if config_file and config_option and config_file != config_option:
+        raise click.UsageError("give the config file once (positional CONFIG_FILE or --config)")
+    config_path = config_file or config_option
+    if not values.get("reflection") and ctx.get_parameter_source("max_attempts") == ParameterSource.DEFAULT:
+        values["max_attempts"] = None if config_path else 1
+    config = resolve_config(ctx, config_path, values, sets)
+    check_env(config)
+    backend = build_backend(config)
+    console = Console()
+    try:
+        summary = run_eval(config, backend, console, html=not no_html)
+    finally:
+        backend.close()
+    console.print(metrics_table(summary, f"{config.env.id} · {summary['model']}"))
+    if summary["failures"]:
+        console.print(f"[dark_orange]{summary['failures']} episode(s) failed; e.g. "
+                      f"{summary['failure_examples'][0]}[/dark_orange]", soft_wrap=True)
+    if summary["tokens_estimated"]:
+        console.print("[dim]tokens estimated from text length (the backend reports no token ids)[/dim]")
+    out = Path(config.output_dir)
+    console.print(f"trajectories, metrics and viewer written to {out} "
+                  f"(vista trajectories show {out}; open {out / 'trajectories.html'})", soft_wrap=True)

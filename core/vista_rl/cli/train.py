@@ -1,0 +1,86 @@
+"""``vista train CONFIG.yaml [--set key=value ...] [--resume RUN_DIR]``."""
+
+from __future__ import annotations
+
+import inspect
+import sys
+from pathlib import Path
+
+import click
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+import vista_rl
+from vista_rl.config import RunConfig, load_config, validate_config
+from vista_rl.errors import ConfigError, UnknownItemError
+
+
+def _resume_config(run_dir: Path, overrides: tuple[str, ...]) -> RunConfig:
+    saved = run_dir / "config.yaml"
+    if not saved.is_file():
+        raise ConfigError(f"--resume {run_dir}: no config.yaml there (is it a run directory made by vista train?)")
+    data = yaml.safe_load(saved.read_text(encoding="utf-8")) or {}
+    if overrides:
+        from vista_rl.config import apply_overrides
+
+        data = apply_overrides(data, overrides)
+    data["output_dir"] = str(run_dir)
+    return validate_config(RunConfig, data, str(saved))
+
+
+@click.command("train")
+@click.argument("config", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
+              help="Override a config key, e.g. --set engine_config.trainer.steps=10 (repeatable).")
+@click.option("--resume", "resume", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Continue the run in RUN_DIR from its last checkpoint (same optimizer, RNG and data position).")
+@click.option("--engine", "engine_id", default=None, help="Engine to train with (overrides the config's `engine`).")
+@click.option("--dry-run", is_flag=True,
+              help="Validate and print what would run (the full command and config, for engines that launch one).")
+def train_command(config: Path | None, overrides: tuple[str, ...], resume: Path | None, engine_id: str | None,
+                  dry_run: bool) -> None:
+    """Train a policy with the engine the run config names (default: local)."""
+    if config is None and resume is None:
+        raise click.UsageError("give a CONFIG.yaml to start a run, or --resume RUN_DIR to continue one")
+    if engine_id is not None:
+        overrides = (*overrides, f"engine={engine_id}")
+    if resume is not None:
+        run = _resume_config(resume, overrides)
+    else:
+        assert config is not None
+        run = load_config(RunConfig, config, overrides)
+    try:
+        factory = vista_rl.host().spec("engines", run.engine).load()
+    except UnknownItemError as exc:
+        raise ConfigError(f"engine: {exc}") from None
+    kwargs: dict[str, object] = {"run": run, "resume": resume}
+    if dry_run:
+        if "dry_run" not in inspect.signature(factory).parameters:
+            # engines that launch nothing have nothing more to show than the validated config
+            click.echo(yaml.safe_dump(run.model_dump(mode="json"), sort_keys=False))
+            click.echo(f"dry run: the config is valid for engine {run.engine!r}; nothing was trained")
+            return
+        kwargs["dry_run"] = True
+    engine = factory(**kwargs)
+    try:
+        summary = engine.run()
+    except KeyboardInterrupt:
+        sys.exit(130)
+    _print_summary(summary)
+
+
+def _print_summary(summary: dict[str, object]) -> None:
+    console = Console()
+    evals = summary.get("evals")
+    if isinstance(evals, dict) and evals:
+        table = Table(title=f"held-out success on {summary.get('env')}")
+        table.add_column("model")
+        table.add_column("success [95% CI]")
+        table.add_column("episodes")
+        for label, record in evals.items():
+            success = record["success"]
+            table.add_row(label, f"{success['value']:.3f} [{success['ci95_low']:.3f}, {success['ci95_high']:.3f}]",
+                          str(record["episodes"]))
+        console.print(table)
+    console.print(f"run directory: {summary.get('run_dir')}")

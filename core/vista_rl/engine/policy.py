@@ -1,0 +1,246 @@
+"""The trainable policy: a transformers VLM, its processor, an optional value head, and the two
+batched operations the engine needs (sampling continuations, scoring token sequences).
+
+Scoring is written here, not borrowed from a backend, because training must score exactly the ids
+that were sampled with the same image tensors, mRoPE positions and temperature.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from vista_rl.engine.chat_tokens import ChatEncoder, EpisodeTokens
+from vista_rl.engine.config import LoraSection
+from vista_rl.errors import ConfigError
+
+
+@dataclass
+class Scores:
+    """Per-position outputs aligned with ``input_ids``: entry ``t`` is about token ``t`` given the
+    tokens before it (position 0 is always 0)."""
+
+    logprobs: torch.Tensor
+    entropy: torch.Tensor | None
+    values: torch.Tensor | None
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError as exc:
+        raise ConfigError(f"engine_config.trainer.device: {exc}") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("engine_config.trainer.device: cuda was asked for but no CUDA device is available")
+    return device
+
+
+def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
+    """Mixed precision where the device supports it; ``auto`` is bf16 on capable GPUs, fp32 on CPU."""
+    if precision == "fp32":
+        return None
+    if precision == "auto":
+        if device.type == "cuda" and torch.cuda.is_bf16_supported():
+            return torch.bfloat16
+        return None
+    if precision == "fp16" and device.type != "cuda":
+        raise ConfigError("engine_config.trainer.precision: fp16 needs a CUDA device; use bf16 or fp32 on CPU")
+    return torch.bfloat16 if precision == "bf16" else torch.float16
+
+
+def load_pretrained(path: str) -> tuple[Any, Any]:
+    """Model and processor from a directory, with errors that say what to do."""
+    directory = Path(path)
+    if not directory.is_dir():
+        raise ConfigError(f"model.path: {path} is not a directory; create a tiny model with "
+                          "`python -m vista_rl_sdk.tiny_models OUT_DIR` or point to a saved checkpoint")
+    if not (directory / "config.json").exists():
+        raise ConfigError(f"model.path: {path} has no config.json (not a saved transformers model)")
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    processor = AutoProcessor.from_pretrained(directory)
+    model = AutoModelForImageTextToText.from_pretrained(directory, dtype=torch.float32)
+    return model, processor
+
+
+class Policy:
+    """Model + processor + optional value head on one device."""
+
+    def __init__(self, model: Any, processor: Any, device: torch.device, *, value_head: bool = False,
+                 precision: str = "fp32", image_size: int | None = None) -> None:
+        self.model = model.to(device)
+        self.processor = processor
+        self.device = device
+        self.encoder = ChatEncoder(processor, image_size=image_size)
+        self.amp_dtype = autocast_dtype(precision, device)
+        hidden = int(self._text_config().hidden_size)
+        self.value_head: nn.Linear | None = nn.Linear(hidden, 1).to(device) if value_head else None
+        if self.value_head is not None:
+            nn.init.normal_(self.value_head.weight, std=0.02)
+            nn.init.zeros_(self.value_head.bias)
+        self.reference: Any = None
+        self.lora = False
+
+    def _text_config(self) -> Any:
+        config = self.model.config
+        return getattr(config, "text_config", config)
+
+    # ------------------------------------------------------------------ set-up
+    def enable_lora(self, section: LoraSection) -> None:
+        from peft import LoraConfig, get_peft_model
+
+        config = LoraConfig(r=section.r, lora_alpha=section.alpha, lora_dropout=section.dropout,
+                            target_modules=list(section.target_modules))
+        self.model = get_peft_model(self.model, config)
+        self.lora = True
+
+    def make_reference(self) -> None:
+        """A frozen copy for the KL term (with LoRA the base model with adapters off is the reference)."""
+        if self.lora:
+            return
+        self.reference = copy.deepcopy(self.model).eval()
+        for parameter in self.reference.parameters():
+            parameter.requires_grad_(False)
+
+    def parameters(self) -> list[nn.Parameter]:
+        params = [p for p in self.model.parameters() if p.requires_grad]
+        if self.value_head is not None:
+            params += list(self.value_head.parameters())
+        return params
+
+    def train(self, mode: bool = True) -> None:
+        self.model.train(mode)
+        if self.value_head is not None:
+            self.value_head.train(mode)
+
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        if self.amp_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=self.amp_dtype)
+
+    # ---------------------------------------------------------------- batching
+    def collate(self, seqs: Sequence[EpisodeTokens], left_pad: bool) -> dict[str, torch.Tensor]:
+        width = max(len(seq) for seq in seqs)
+        ids = torch.full((len(seqs), width), self.encoder.pad_id, dtype=torch.long)
+        attention = torch.zeros((len(seqs), width), dtype=torch.long)
+        loss_mask = torch.zeros((len(seqs), width), dtype=torch.float32)
+        for row, seq in enumerate(seqs):
+            n = len(seq)
+            sl = slice(width - n, width) if left_pad else slice(0, n)
+            ids[row, sl] = torch.tensor(seq.input_ids, dtype=torch.long)
+            attention[row, sl] = 1
+            loss_mask[row, sl] = torch.tensor(seq.loss_mask, dtype=torch.float32)
+        batch: dict[str, torch.Tensor] = {
+            "input_ids": ids,
+            "attention_mask": attention,
+            "mm_token_type_ids": (ids == self.encoder.image_token_id).long() * attention,
+            "loss_mask": loss_mask,
+        }
+        images = [image for seq in seqs for image in seq.images]
+        if images:
+            batch["pixel_values"] = torch.cat([image.pixel_values for image in images], dim=0)
+            batch["image_grid_thw"] = torch.stack([image.grid_thw for image in images], dim=0)
+        return {key: value.to(self.device) for key, value in batch.items()}
+
+    @staticmethod
+    def _model_inputs(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        return {k: v for k, v in batch.items() if k != "loss_mask"}
+
+    def _reset_rope_cache(self, model: Any) -> None:
+        inner = getattr(model, "model", None)
+        for candidate in (model, inner, getattr(inner, "model", None)):
+            if candidate is not None and hasattr(candidate, "rope_deltas"):
+                candidate.rope_deltas = None
+
+    # -------------------------------------------------------------- generation
+    @torch.no_grad()
+    def generate(self, prefixes: Sequence[EpisodeTokens], max_new_tokens: int, temperature: float,
+                 top_p: float = 1.0) -> list[list[int]]:
+        """Sample one continuation per prefix; each ends with ``<|im_end|>`` unless cut at the limit."""
+        self.model.eval()
+        batch = self._model_inputs(self.collate(prefixes, left_pad=True))
+        self._reset_rope_cache(self.model)
+        kwargs: dict[str, Any] = {"max_new_tokens": max_new_tokens, "eos_token_id": self.encoder.im_end_id,
+                                  "pad_token_id": self.encoder.pad_id,
+                                  "suppress_tokens": self.encoder.forbidden_ids}
+        if temperature > 0:
+            kwargs.update(do_sample=True, temperature=temperature, top_p=top_p, top_k=0)
+        else:
+            kwargs.update(do_sample=False)
+        with self.autocast():
+            out = self.model.generate(**batch, **kwargs)
+        new = out[:, batch["input_ids"].shape[1]:].tolist()
+        result = []
+        for row in new:
+            ids: list[int] = []
+            for token in row:
+                ids.append(int(token))
+                if token == self.encoder.im_end_id:
+                    break
+            result.append(ids)
+        return result
+
+    # ----------------------------------------------------------------- scoring
+    def score(self, batch: dict[str, torch.Tensor], temperature: float = 1.0, *, entropy: bool = False,
+              values: bool = False, reference: bool = False) -> Scores:
+        """Log-probs (at ``temperature``), entropies and values of every position in ``batch``."""
+        model = self.model
+        adapters_off: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
+        if reference:
+            if self.lora:
+                adapters_off = self.model.disable_adapter()
+            else:
+                model = self.reference
+        self._reset_rope_cache(model)
+        with adapters_off, self.autocast():
+            out = model(**self._model_inputs(batch), output_hidden_states=values, use_cache=False)
+        logits = out.logits.float()[:, :-1] / max(temperature, 1e-6)
+        # The same distribution generation samples from: forbidden tokens are suppressed there too.
+        # (A large finite value, not -inf: prompt positions hold such tokens and 0 * -inf is NaN.)
+        logits[..., self.encoder.forbidden_ids] = -1e9
+        log_probs = torch.log_softmax(logits, dim=-1)
+        targets = batch["input_ids"][:, 1:]
+        picked = log_probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        zeros = torch.zeros_like(picked[:, :1])
+        token_logprobs = torch.cat([zeros, picked], dim=1)
+        token_entropy = None
+        if entropy:
+            ent = -(log_probs.exp() * log_probs).sum(-1)
+            token_entropy = torch.cat([zeros, ent], dim=1)
+        token_values = None
+        if values and self.value_head is not None:
+            hidden = out.hidden_states[-1].float()[:, :-1]
+            token_values = torch.cat([zeros, self.value_head(hidden).squeeze(-1)], dim=1)
+        return Scores(token_logprobs, token_entropy, token_values)
+
+    # ------------------------------------------------------------------ saving
+    def state(self) -> dict[str, Any]:
+        state: dict[str, Any] = {"model": {k: v.detach().cpu() for k, v in self.model.state_dict().items()}}
+        if self.value_head is not None:
+            state["value_head"] = self.value_head.state_dict()
+        return state
+
+    def load_state(self, state: dict[str, Any]) -> None:
+        self.model.load_state_dict(state["model"])
+        if self.value_head is not None and "value_head" in state:
+            self.value_head.load_state_dict(state["value_head"])
+
+    def save_pretrained(self, directory: Path) -> None:
+        """A loadable model directory (LoRA merged), so ``vista eval`` and backends can use it."""
+        model = copy.deepcopy(self.model).merge_and_unload() if self.lora else self.model
+        model.save_pretrained(directory)
+        self.processor.save_pretrained(directory)
+
+
+def micro_batches(items: Sequence[Any], size: int) -> Iterator[list[Any]]:
+    for start in range(0, len(items), size):
+        yield list(items[start:start + size])

@@ -1,0 +1,89 @@
+"""SFT examples: token views of whole trajectories, loss on the assistant turns only.
+
+Two sources: oracle rollouts played by the env itself (``Env.oracle_response``), or any trajectory
+JSONL written by the trajectory store (images as ``<ref>.png`` files next to the JSONL or in its
+``images/`` folder).  Broken rows are skipped and reported with their line numbers.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+from vista_rl.engine.chat_tokens import ChatEncoder, EpisodeTokens
+from vista_rl.errors import VistaError
+
+
+@dataclass
+class JsonlLoadReport:
+    rows: int = 0
+    skipped: list[tuple[int, str]] = field(default_factory=list)
+
+    def summary(self) -> str:
+        if not self.skipped:
+            return f"{self.rows} trajectories"
+        shown = "; ".join(f"line {line}: {why}" for line, why in self.skipped[:5])
+        more = f" (and {len(self.skipped) - 5} more)" if len(self.skipped) > 5 else ""
+        return f"{self.rows} trajectories, skipped {len(self.skipped)} broken rows: {shown}{more}"
+
+
+def _load_image(base: Path, ref: str) -> Image.Image:
+    for candidate in (base / "images" / f"{ref}.png", base / f"{ref}.png", base / ref, Path(ref)):
+        if candidate.is_file():
+            with Image.open(candidate) as image:
+                return image.convert("RGB")
+    raise FileNotFoundError(f"image {ref!r} not found next to the JSONL or in its images/ folder")
+
+
+def tokens_from_record(record: dict[str, Any], encoder: ChatEncoder, base: Path) -> EpisodeTokens:
+    """Token view of one stored trajectory (``Trajectory.to_dict`` form)."""
+    turns = record.get("turns")
+    if not isinstance(turns, list) or not turns:
+        raise ValueError("no turns")
+    tokens = EpisodeTokens()
+    for index, turn in enumerate(turns):
+        if not isinstance(turn, dict) or not isinstance(turn.get("response"), str):
+            raise ValueError(f"turn {index} has no response text")
+        observation = turn.get("observation")
+        if not isinstance(observation, str):
+            raise ValueError(f"turn {index} has no observation text")
+        refs = turn.get("image_refs") or []
+        if index == 0 and not refs:
+            refs = record.get("initial_image_refs") or []
+        images = [_load_image(base, str(ref)) for ref in refs]
+        if index == 0:
+            ids, vision = encoder.prompt_segment(str(record.get("system_prompt") or ""), observation, images)
+        else:
+            ids, vision = encoder.followup_segment(observation, images)
+        tokens.extend(ids, trainable=False)
+        tokens.images.extend(vision)
+        tokens.extend(encoder.response_ids(turn["response"]), trainable=True)
+        tokens.turn_ends.append(len(tokens) - 1)
+    return tokens
+
+
+def load_jsonl(path: Path, encoder: ChatEncoder) -> tuple[list[EpisodeTokens], JsonlLoadReport]:
+    if not path.is_file():
+        raise VistaError(f"engine_config.sft.path: {path} does not exist; record trajectories first or use "
+                         "sft.source: oracle")
+    report = JsonlLoadReport()
+    examples: list[EpisodeTokens] = []
+    with path.open(encoding="utf-8") as handle:
+        for line_number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                if not isinstance(record, dict):
+                    raise ValueError("row is not a JSON object")
+                examples.append(tokens_from_record(record, encoder, path.parent))
+                report.rows += 1
+            except (ValueError, KeyError, TypeError, OSError) as exc:
+                report.skipped.append((line_number, f"{type(exc).__name__}: {exc}"))
+    if not examples:
+        raise VistaError(f"{path}: no usable trajectories ({report.summary()})")
+    return examples, report

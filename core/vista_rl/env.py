@@ -1,0 +1,79 @@
+"""The environment contract.
+
+An Env takes the model's *raw text* as its action: parsing (with the core's parsers) belongs to the
+env because only the env knows its answer format, and a malformed response must become feedback, not
+an exception.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from vista_rl.observation import Observation
+
+
+@dataclass
+class StepResult:
+    """The outcome of one ``Env.step``."""
+
+    observation: Observation
+    reward: float
+    terminated: bool
+    truncated: bool
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def done(self) -> bool:
+        return self.terminated or self.truncated
+
+    def __post_init__(self) -> None:
+        self.reward = float(self.reward)
+        if not math.isfinite(self.reward):
+            raise ValueError(f"step reward must be finite, got {self.reward}")
+
+
+class Env(abc.ABC):
+    """Base class of every VISTA environment.
+
+    Subclasses implement :meth:`reset` and :meth:`step`; the same seed must give the same episode on
+    any machine and in any process.  ``info`` should carry ``success``, ``format_ok`` and
+    ``action_valid`` where they apply, and ground-truth state for judges where the env can.
+    """
+
+    #: Ids of registered tools this env lets the model call (resolved by the rollout engine).
+    tools: tuple[str, ...] = ()
+
+    @abc.abstractmethod
+    def reset(self, seed: int | None = None) -> tuple[Observation, dict[str, Any]]:
+        """Start an episode; deterministic for a given seed."""
+
+    @abc.abstractmethod
+    def step(self, action: str) -> StepResult:
+        """Apply the model's raw response text."""
+
+    def system_prompt(self) -> str:
+        """Rules, action names, response format and an example."""
+        return ""
+
+    def oracle_response(self) -> str | None:
+        """A correct response for the current state, when the env can compute one (for scripted
+        baselines, SFT data and tests).  ``None`` means the env has no oracle."""
+        return None
+
+    def tool_context_metadata(self) -> dict[str, Any]:
+        """Extra ``ToolContext.metadata`` for tool calls in this episode.  An env that shows the
+        model a downscaled image puts the original here (``{"full_resolution": {0: image}}``) so
+        crop/zoom tools cut from the real pixels."""
+        return {}
+
+    def close(self) -> None:
+        """Release resources.  Must be safe to call twice."""
+
+    def __enter__(self) -> Env:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,51 @@
+"""Core rule judges: exact match and format."""
+
+from __future__ import annotations
+
+import re
+import string
+from typing import Any
+
+from vista_rl.judge import Judge, JudgeResult
+from vista_rl.parsing import ResponseFormat, parse_response
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_SPACES = re.compile(r"\s+")
+
+
+def normalize_answer(text: Any) -> str:
+    """Lower-case, drop punctuation and articles, squeeze spaces (SQuAD-style normalisation)."""
+    value = "" if text is None else str(text)
+    value = value.lower().strip()
+    value = "".join(ch for ch in value if ch not in string.punctuation)
+    value = _ARTICLES.sub(" ", value)
+    return _SPACES.sub(" ", value).strip()
+
+
+class ExactMatchJudge(Judge):
+    """1.0 when the normalised prediction equals the normalised reference (or any of a list)."""
+
+    name = "exact"
+
+    def __init__(self, normalize: bool = True) -> None:
+        self.normalize = normalize
+
+    def score(self, prediction: Any, reference: Any, **context: Any) -> JudgeResult:
+        references = reference if isinstance(reference, (list, tuple)) else [reference]
+        norm = normalize_answer if self.normalize else (lambda v: "" if v is None else str(v).strip())
+        pred = norm(prediction)
+        matched = next((ref for ref in references if norm(ref) == pred and pred != ""), None)
+        return JudgeResult(1.0 if matched is not None else 0.0, {"prediction": pred, "matched": matched})
+
+
+class FormatJudge(Judge):
+    """1.0 when the response contains the required tags (``reference`` is ignored)."""
+
+    name = "format"
+
+    def __init__(self, required: tuple[str, ...] = ("think", "answer"), strict: bool = False) -> None:
+        self.response_format = ResponseFormat(required=tuple(required), strict=strict)
+
+    def score(self, prediction: Any, reference: Any = None, **context: Any) -> JudgeResult:
+        parsed = parse_response(prediction, self.response_format)
+        return JudgeResult(1.0 if parsed.format_ok else 0.0, {"errors": parsed.errors})

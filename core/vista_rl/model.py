@@ -1,0 +1,55 @@
+"""The model-backend (policy) contract: batched chats with images in; text, token ids and logprobs
+out.  Every backend (transformers, vLLM, OpenAI-compatible servers, scripted) speaks it, so the
+rollout engine never knows which one it drives."""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from vista_rl.observation import Chat
+
+
+class Sampling(BaseModel):
+    """The sampling settings a run config sets (``rollout.sampling``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    temperature: float = Field(1.0, ge=0.0)
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    max_tokens: int = Field(256, ge=1)
+    stop: list[str] = Field(default_factory=list)
+
+
+class SamplingParams(Sampling):
+    """What a backend call takes: the run's sampling settings plus samples per chat and a seed."""
+
+    n: int = Field(1, ge=1)
+    seed: int | None = None
+
+
+@dataclass
+class Generation:
+    """One sampled completion."""
+
+    text: str
+    token_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] | None = None
+    prompt_token_ids: list[int] | None = None
+    finish_reason: str = "stop"
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+class ModelBackend(abc.ABC):
+    """Base class of VLM backends."""
+
+    @abc.abstractmethod
+    def generate(self, chats: Sequence[Chat], params: SamplingParams) -> list[list[Generation]]:
+        """For each chat, ``params.n`` generations."""
+
+    def close(self) -> None:
+        """Release the model or connection."""

@@ -1,0 +1,188 @@
+"""Registries of items (envs, tools, judges, ...) contributed by plugins.
+
+Items are lazy: a plugin registers ``"package.module:Object"`` and the module is imported only when
+the item is made.  This keeps ``vista envs`` fast even with heavy plugins installed, as Gymnasium's
+entry-point strings do.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import importlib
+import inspect
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from vista_rl.errors import DuplicateItemError, UnknownItemError
+
+_VERSION_SUFFIX = re.compile(r"^(?P<base>.+)-v(?P<version>\d+)$")
+
+
+@dataclass(frozen=True)
+class ItemSpec:
+    """One registered item and where it came from."""
+
+    kind: str
+    id: str
+    target: Any
+    plugin: str
+    distribution: str
+    version: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def description(self) -> str:
+        text = self.metadata.get("description")
+        if text:
+            return str(text)
+        if not isinstance(self.target, str):
+            doc = inspect.getdoc(self.target) or ""
+            return doc.splitlines()[0] if doc else ""
+        return ""
+
+    @property
+    def target_path(self) -> str:
+        if isinstance(self.target, str):
+            return self.target
+        module = getattr(self.target, "__module__", "?")
+        name = getattr(self.target, "__qualname__", type(self.target).__name__)
+        return f"{module}:{name}"
+
+    def load(self) -> Any:
+        """Resolve the target, importing its module if it was registered as a string."""
+        if not isinstance(self.target, str):
+            return self.target
+        module_name, _, attr = self.target.partition(":")
+        if not attr:
+            raise ValueError(
+                f"{self.kind} {self.id!r} from {self.distribution} has target {self.target!r}; "
+                "expected 'package.module:Object'"
+            )
+        obj: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            obj = getattr(obj, part)
+        return obj
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "target": self.target_path,
+            "plugin": self.plugin,
+            "distribution": self.distribution,
+            "version": self.version,
+            "description": self.description,
+            "metadata": {k: v for k, v in self.metadata.items() if _jsonable(v)},
+        }
+
+
+def _jsonable(value: Any) -> bool:
+    return isinstance(value, (str, int, float, bool, type(None), list, dict, tuple))
+
+
+def split_version(item_id: str) -> tuple[str, int | None]:
+    """``"ns/name-v2"`` -> ``("ns/name", 2)``; ids without a version give ``None``."""
+    match = _VERSION_SUFFIX.match(item_id)
+    if not match:
+        return item_id, None
+    return match.group("base"), int(match.group("version"))
+
+
+class Registry:
+    """All items of one kind, keyed by id."""
+
+    def __init__(self, kind: str, *, instantiate: bool = True) -> None:
+        self.kind = kind
+        self.instantiate = instantiate
+        self._items: dict[str, ItemSpec] = {}
+
+    def __contains__(self, item_id: object) -> bool:
+        return isinstance(item_id, str) and self._resolve_id(item_id) is not None
+
+    def __iter__(self) -> Iterator[ItemSpec]:
+        return iter(sorted(self._items.values(), key=lambda spec: spec.id))
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def ids(self) -> list[str]:
+        return sorted(self._items)
+
+    def add(self, spec: ItemSpec) -> None:
+        existing = self._items.get(spec.id)
+        if existing is not None:
+            raise DuplicateItemError(
+                f"{self.kind} id {spec.id!r} is registered twice: by {existing.distribution} "
+                f"{existing.version} (plugin {existing.plugin!r}) and by {spec.distribution} "
+                f"{spec.version} (plugin {spec.plugin!r}). Rename one, or disable one plugin with "
+                f"VISTA_DISABLE_PLUGINS={spec.plugin}."
+            )
+        self._items[spec.id] = spec
+
+    def remove_plugin(self, plugin: str) -> None:
+        self._items = {k: v for k, v in self._items.items() if v.plugin != plugin}
+
+    def _resolve_id(self, item_id: str) -> str | None:
+        if item_id in self._items:
+            return item_id
+        # Routed ids: an item registered as "prefix/*" serves every "prefix/<rest>" (e.g. remote/<env id>).
+        for known in self._items:
+            if known.endswith("/*") and item_id.startswith(known[:-1]) and len(item_id) > len(known) - 1:
+                return known
+        # An unversioned id picks the newest version, as gymnasium does for "name" vs "name-vN".
+        base, version = split_version(item_id)
+        if version is not None:
+            return None
+        candidates = [
+            (split_version(known)[1] or 0, known)
+            for known in self._items
+            if split_version(known)[0] == base or split_version(known)[0].split("/")[-1] == base
+        ]
+        if not candidates:
+            return None
+        bases = {split_version(known)[0] for _, known in candidates}
+        if len(bases) > 1:
+            return None  # ambiguous short name across namespaces
+        return max(candidates)[1]
+
+    def spec(self, item_id: str, *, installed_plugins: list[str] | None = None) -> ItemSpec:
+        resolved = self._resolve_id(item_id)
+        if resolved is None:
+            raise UnknownItemError(self._unknown_message(item_id, installed_plugins or []))
+        return self._items[resolved]
+
+    def _unknown_message(self, item_id: str, installed_plugins: list[str]) -> str:
+        close = difflib.get_close_matches(item_id, list(self._items), n=5, cutoff=0.4)
+        short = [known for known in self._items if item_id.lower() in known.lower()]
+        suggestions = list(dict.fromkeys(close + short))[:5]
+        lines = [f"No {self.kind[:-1] if self.kind.endswith('s') else self.kind} with id {item_id!r}."]
+        if suggestions:
+            lines.append("Did you mean: " + ", ".join(suggestions) + "?")
+        elif self._items:
+            lines.append("Known ids: " + ", ".join(sorted(self._items)[:20]))
+        lines.append(
+            "Installed plugins: " + (", ".join(installed_plugins) if installed_plugins else "(none)")
+        )
+        lines.append(f"List them with `vista {self.kind}`; install the plugin that provides it with pip.")
+        return "\n".join(lines)
+
+    def make(self, item_id: str, /, *, _installed_plugins: list[str] | None = None, **config: Any) -> Any:
+        """Create the item.  Classes and factories are called with ``config``; for registries that
+        do not instantiate (estimators), config is bound with ``functools.partial``.  An item
+        registered as ``"prefix/*"`` (with metadata ``route_argument``) is made for any
+        ``"prefix/<rest>"`` id, receiving ``<rest>`` as that argument."""
+        spec = self.spec(item_id, installed_plugins=_installed_plugins)
+        if spec.id.endswith("/*"):
+            # the rest of the id goes to the argument the routed item names (default "id")
+            config = {spec.metadata.get("route_argument", "id"): item_id[len(spec.id) - 1:], **config}
+        obj = spec.load()
+        if not self.instantiate:
+            return functools.partial(obj, **config) if config else obj
+        if not callable(obj):
+            if config:
+                raise TypeError(f"{self.kind} {item_id!r} is an instance and takes no config")
+            return obj
+        return obj(**config)

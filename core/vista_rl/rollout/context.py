@@ -1,0 +1,64 @@
+"""What the model sees each turn: the system prompt (with tool schemas) and the full history or a
+window of the last turns (VAGEN's ``window_size``)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+
+from PIL import Image
+
+from vista_rl.observation import IMAGE_PLACEHOLDER, Message
+from vista_rl.tool import Tool, ToolResult
+
+_ESCAPED_PLACEHOLDER = "<image >"
+
+
+def escape_placeholders(text: str) -> str:
+    """Model or tool text that happens to contain ``<image>`` must not be taken for an image slot."""
+    return text.replace(IMAGE_PLACEHOLDER, _ESCAPED_PLACEHOLDER)
+
+
+def tools_prompt(tools: Mapping[str, Tool]) -> str:
+    """The calling convention and one JSON schema per tool, appended to the env's system prompt."""
+    lines = [
+        "You can call tools. To call one, reply with",
+        '<tool_call>{"name": "TOOL_NAME", "arguments": {...}}</tool_call>',
+        "and its result comes back in the next message. Available tools:",
+    ]
+    for name, tool in tools.items():
+        schema = tool.openai_schema()["function"]
+        lines.append(json.dumps({"name": name, "description": schema["description"],
+                                 "parameters": schema["parameters"]}, sort_keys=True))
+    return "\n".join(lines)
+
+
+def window(history: Sequence[Message], window_size: int | None) -> list[Message]:
+    """``history`` alternates user, assistant, user, ... and ends with a user message.  A window of
+    ``k`` keeps the last ``k`` (user, assistant) exchanges before the current user message."""
+    if window_size is None:
+        return list(history)
+    return list(history[-(2 * window_size + 1):])
+
+
+def messages_after_last_assistant(chat: Sequence[Message]) -> list[Message]:
+    """The messages a prompt added since the model last spoke (all of them on the first turn)."""
+    for index in range(len(chat) - 1, -1, -1):
+        if chat[index].role == "assistant":
+            return list(chat[index + 1:])
+    return list(chat)
+
+
+def tool_results_message(
+    results: Sequence[tuple[str, ToolResult]], role: str,
+) -> Message:
+    """One message carrying every tool result of a turn: text in ``<tool_response>`` blocks, each
+    image as a placeholder right after its tool's text."""
+    parts: list[str] = []
+    images: list[Image.Image] = []
+    for name, result in results:
+        body = escape_placeholders(result.text or ("(no text)" if not result.images else ""))
+        slots = "".join(f"\n{IMAGE_PLACEHOLDER}" for _ in result.images)
+        parts.append(f"<tool_response>\n{name}: {body}{slots}\n</tool_response>")
+        images.extend(result.images)
+    return Message(role="tool" if role == "tool" else "user", content="\n".join(parts), images=images)

@@ -1,0 +1,550 @@
+"""The multi-turn rollout engine: B envs x G samples, one batched model call per turn.
+
+Each turn, every live episode's context goes to the backend in a single ``generate`` call; each
+response is then either a tool call (run through the registered tools, results fed back as the next
+message) or an action (passed raw to ``env.step``).  Env and tool calls run concurrently on a thread
+pool with per-call timeouts, so one slow env does not serialise the batch and one hung or crashing
+env ends only its own episode, with the reason in ``Trajectory.failure``.  Finished episodes are
+yielded at once and replaced by new ones (continuous batching), so memory holds at most
+``batch_size`` episodes whatever the run length.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from PIL import Image
+
+import vista_rl
+from vista_rl.config import RolloutSection
+from vista_rl.env import Env, StepResult
+from vista_rl.model import Generation, ModelBackend, SamplingParams
+from vista_rl.observation import Chat, Message, Observation
+from vista_rl.parsing import ResponseFormat, parse_response
+from vista_rl.rollout.context import (
+    escape_placeholders,
+    messages_after_last_assistant,
+    tool_results_message,
+    tools_prompt,
+    window,
+)
+from vista_rl.rollout.token_view import TokenViewBuilder
+from vista_rl.rollout.workers import CallOutcome, CallPool, PendingCall
+from vista_rl.store.images import image_hash
+from vista_rl.tool import Tool, ToolContext, ToolResult
+from vista_rl.trajectory import ToolCallRecord, Trajectory, Turn
+
+MAX_TOOL_CALLS_PER_TURN = 8
+_TOOL_FORMAT = ResponseFormat(required=())
+CHARS_PER_TOKEN = 4  # estimate used only when a backend reports no token ids
+
+
+@dataclass(frozen=True)
+class EpisodeSpec:
+    """One episode to run: an env, a seed and which of the seed's ``group_size`` samples it is."""
+
+    env_id: str
+    seed: int | None
+    sample_index: int = 0
+    env_config: Mapping[str, Any] = field(default_factory=dict)
+    group_id: str | None = None
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+def episode_specs(
+    env_id: str, seeds: Iterable[int | None], group_size: int = 1,
+    env_config: Mapping[str, Any] | None = None,
+) -> list[EpisodeSpec]:
+    """``group_size`` samples of every seed, grouped by ``group_id`` (for GRPO-style baselines)."""
+    config = dict(env_config or {})
+    return [
+        EpisodeSpec(env_id, seed, sample, config, group_id=f"{env_id}:{seed}")
+        for seed in seeds for sample in range(group_size)
+    ]
+
+
+@dataclass
+class RolloutTimings:
+    """Where rollout time went (cumulative over an engine's life)."""
+
+    model_s: float = 0.0
+    generate_calls: int = 0
+    model_turns: int = 0
+    env_steps: int = 0
+    tool_calls: int = 0
+    episodes: int = 0
+    wall_s: float = 0.0
+
+    @property
+    def overhead_s(self) -> float:
+        return max(0.0, self.wall_s - self.model_s)
+
+    def to_dict(self) -> dict[str, float | int]:
+        return {"model_s": self.model_s, "generate_calls": self.generate_calls, "model_turns": self.model_turns,
+                "env_steps": self.env_steps, "tool_calls": self.tool_calls, "episodes": self.episodes,
+                "wall_s": self.wall_s, "overhead_s": self.overhead_s}
+
+
+@dataclass
+class _Episode:
+    """Mutable state of one live episode (private to the engine)."""
+
+    order: int
+    spec: EpisodeSpec
+    trajectory: Trajectory
+    env: Env | None = None
+    system: Message | None = None
+    history: list[Message] = field(default_factory=list)
+    images_seen: list[Image.Image] = field(default_factory=list)
+    tools: dict[str, Tool] = field(default_factory=dict)
+    builder: TokenViewBuilder = field(default_factory=TokenViewBuilder)
+    attempt: int = 1
+    turns_in_attempt: int = 0
+    generated_tokens: int = 0
+    tokens_estimated: bool = False
+    context_tokens: int = 0
+    format_errors: int = 0
+    env_steps: int = 0
+    tool_call_count: int = 0
+    done: bool = False
+    stop_reason: str = ""
+    oracle: str | None = None
+    needs_reset: bool = False
+    env_hung: bool = False
+
+    def chat(self, window_size: int | None) -> Chat:
+        system = [self.system] if self.system is not None else []
+        return system + window(self.history, window_size)
+
+    def fail(self, reason: str, stop_reason: str) -> None:
+        self.trajectory.failure = reason
+        self.done, self.stop_reason = True, stop_reason
+
+    def add_user(self, message: Message) -> None:
+        self.history.append(message)
+        self.images_seen.extend(message.images)
+
+
+class RolloutEngine:
+    """Runs episodes against a model backend.  Thread-safe for one caller at a time.
+
+    ``settings`` is the run config's ``rollout`` section; ``seed`` (the run seed) goes into the
+    sampling parameters; ``tools`` adds tools by name on top of those each env declares.  A trainer
+    may replace ``engine.sampling`` between calls (e.g. a new seed per step) and reuse the engine.
+    """
+
+    def __init__(
+        self,
+        backend: ModelBackend,
+        settings: RolloutSection | None = None,
+        *,
+        seed: int | None = None,
+        tools: Mapping[str, Tool] | None = None,
+    ) -> None:
+        self.backend = backend
+        self.settings = settings or RolloutSection()
+        sampling = self.settings.sampling
+        self.sampling = SamplingParams(**sampling.model_dump(), n=1, seed=seed)
+        self.extra_tools = dict(tools or {})
+        self.timings = RolloutTimings()
+        self._pool = CallPool(self.settings.max_workers or self.settings.batch_size)
+        self._tool_cache: dict[str, Tool] = {}
+        self._tool_lock = threading.Lock()
+        self._needs_oracle = bool(getattr(backend, "needs_oracle", False))
+        self.end_tokens: set[int] = _backend_end_tokens(backend)
+
+    # ---------------------------------------------------------------- public API
+    def run(self, episodes: Iterable[EpisodeSpec]) -> list[Trajectory]:
+        """Every trajectory, in the order of ``episodes`` (holds them all: prefer :meth:`stream`
+        for long runs)."""
+        return list(self.stream(episodes, ordered=True))
+
+    def stream(self, episodes: Iterable[EpisodeSpec], ordered: bool = False) -> Iterator[Trajectory]:
+        """Yield trajectories as episodes finish (or in input order with ``ordered=True``, which
+        holds finished ones until their predecessors are done)."""
+        finished = self._stream(episodes)
+        if not ordered:
+            yield from finished
+            return
+        waiting: dict[int, Trajectory] = {}
+        next_index = 0
+        for trajectory in finished:
+            waiting[trajectory.metadata["episode_index"]] = trajectory
+            while next_index in waiting:
+                yield waiting.pop(next_index)
+                next_index += 1
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def __enter__(self) -> RolloutEngine:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------- the loop
+    def _stream(self, episodes: Iterable[EpisodeSpec]) -> Iterator[Trajectory]:
+        pending = enumerate(episodes)
+        live: list[_Episode] = []
+        exhausted = False
+        started = time.perf_counter()
+        try:
+            while True:
+                if not exhausted and len(live) < self.settings.batch_size:
+                    wanted = self.settings.batch_size - len(live)
+                    batch = list(itertools.islice(pending, wanted))
+                    exhausted = len(batch) < wanted
+                    for episode in self._open(batch):
+                        if episode.done:
+                            yield self._finish(episode)
+                        else:
+                            live.append(episode)
+                if not live:
+                    break
+                self._turn(live)
+                still: list[_Episode] = []
+                for episode in live:
+                    if episode.done:
+                        yield self._finish(episode)
+                    else:
+                        still.append(episode)
+                live = still
+        finally:
+            for episode in live:
+                self._close_env(episode)
+            self.timings.wall_s += time.perf_counter() - started
+
+    # ------------------------------------------------------------- episode start
+    def _tools_for(self, env: Env) -> dict[str, Tool]:
+        tools: dict[str, Tool] = {}
+        for tool_id in env.tools:
+            with self._tool_lock:
+                if tool_id not in self._tool_cache:
+                    self._tool_cache[tool_id] = vista_rl.make_tool(tool_id)
+                tool = self._tool_cache[tool_id]
+            tools[tool.name or tool_id] = tool
+        tools.update(self.extra_tools)
+        return tools
+
+    def _open_env(self, spec: EpisodeSpec) -> tuple[Env, Observation, dict[str, Any], str, dict[str, Tool]]:
+        env = vista_rl.make_env(spec.env_id, **dict(spec.env_config))
+        try:
+            observation, info = env.reset(seed=spec.seed)
+            if not isinstance(observation, Observation):
+                raise TypeError(f"reset() returned {type(observation).__name__}, not an Observation")
+            return env, observation, dict(info or {}), env.system_prompt(), self._tools_for(env)
+        except BaseException:
+            env.close()
+            raise
+
+    def _open(self, batch: Sequence[tuple[int, EpisodeSpec]]) -> list[_Episode]:
+        calls = [(index, spec, self._pool.submit(self._open_env, spec)) for index, spec in batch]
+        episodes = []
+        for index, spec, call in calls:
+            trajectory = Trajectory(env_id=spec.env_id, seed=spec.seed, sample_index=spec.sample_index)
+            trajectory.metadata.update(dict(spec.metadata))
+            trajectory.metadata.update(episode_index=index, group_id=spec.group_id or f"{spec.env_id}:{spec.seed}")
+            episode = _Episode(order=index, spec=spec, trajectory=trajectory)
+            outcome = self._pool.wait(call, self.settings.env_timeout_s)
+            if not outcome.ok:
+                episode.fail(outcome.describe(f"starting env {spec.env_id} (make, reset, system_prompt)",
+                                              self.settings.env_timeout_s), "env_error")
+            else:
+                env, observation, info, prompt, tools = outcome.value
+                episode.env, episode.tools = env, tools
+                if tools and self.settings.describe_tools:
+                    prompt = (prompt + "\n\n" if prompt else "") + tools_prompt(tools)
+                episode.system = Message("system", escape_placeholders(prompt)) if prompt else None
+                trajectory.system_prompt = prompt
+                trajectory.initial_observation = observation.text
+                trajectory.initial_images = list(observation.images)
+                trajectory.metadata["reset_info"] = info
+                episode.add_user(Message.from_observation(observation))
+            episodes.append(episode)
+        return episodes
+
+    # ------------------------------------------------------------------ one turn
+    def _turn(self, live: list[_Episode]) -> None:
+        if self._needs_oracle:
+            self._ask_oracles(live)
+        active = [episode for episode in live if not episode.done]
+        if not active:
+            return
+        chats = [episode.chat(self.settings.window_size) for episode in active]
+        outputs = self._generate(active, chats)
+        if outputs is None:
+            return
+        jobs: list[tuple[_Episode, str, Any]] = []
+        for position, (episode, chat) in enumerate(zip(active, chats, strict=True)):
+            generation = _pick(outputs, position)
+            if isinstance(generation, str):
+                episode.fail(generation, "model_error")
+                continue
+            jobs.extend(self._respond(episode, chat, generation))
+        self._collect(jobs)
+        resets = [episode for episode in active if episode.needs_reset and not episode.done]
+        if resets:
+            self._retry(resets)
+        for episode in active:
+            if episode.done:
+                continue
+            budget = self.settings.max_context_tokens
+            if budget is not None and episode.context_tokens >= budget:
+                episode.done, episode.stop_reason = True, "token_budget"
+            elif episode.turns_in_attempt >= self.settings.max_turns:
+                episode.done, episode.stop_reason = True, "max_turns"
+
+    def _ask_oracles(self, live: list[_Episode]) -> None:
+        calls = [(episode, self._pool.submit(_oracle, episode.env)) for episode in live if not episode.done]
+        for episode, call in calls:
+            outcome = self._pool.wait(call, self.settings.env_timeout_s)
+            if outcome.ok:
+                episode.oracle = outcome.value
+            else:
+                self._env_failed(episode, outcome, "env.oracle_response()")
+
+    def _generate(self, active: list[_Episode], chats: list[Chat]) -> Any:
+        kwargs: dict[str, Any] = {}
+        if self._needs_oracle:
+            kwargs["oracle_responses"] = [episode.oracle for episode in active]
+        started = time.perf_counter()
+        try:
+            outputs = self.backend.generate(chats, self.sampling, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - a backend failure ends this turn's episodes, not the run
+            reason = f"model backend raised {type(exc).__name__}: {exc}"
+            for episode in active:
+                episode.fail(reason, "model_error")
+            return None
+        finally:
+            self.timings.model_s += time.perf_counter() - started
+            self.timings.generate_calls += 1
+        self.timings.model_turns += len(active)
+        return outputs
+
+    def _respond(self, episode: _Episode, chat: Chat, generation: Generation) -> list[tuple[_Episode, str, Any]]:
+        """Record the response and return the env/tool calls it asks for."""
+        text = generation.text if isinstance(generation.text, str) else str(generation.text)
+        current = episode.history[-1]
+        turn = Turn(observation=current.content, response=text, images=list(current.images))
+        turn.info["finish_reason"] = str(getattr(generation, "finish_reason", ""))
+        episode.trajectory.turns.append(turn)
+        episode.turns_in_attempt += 1
+        self._account_tokens(episode, chat, generation, text)
+        episode.history.append(Message("assistant", escape_placeholders(text)))
+
+        parsed = parse_response(text, _TOOL_FORMAT)
+        if episode.tools and parsed.tool_calls:
+            return self._submit_tools(episode, parsed.tool_calls)
+        assert episode.env is not None
+        return [(episode, "step", self._pool.submit(episode.env.step, text))]
+
+    def _account_tokens(self, episode: _Episode, chat: Chat, generation: Generation, text: str) -> None:
+        token_ids = list(getattr(generation, "token_ids", None) or [])
+        prompt_ids = getattr(generation, "prompt_token_ids", None)
+        finish_reason = str(getattr(generation, "finish_reason", "stop"))
+        if token_ids:
+            episode.generated_tokens += len(token_ids)
+        else:
+            episode.generated_tokens += len(text) // CHARS_PER_TOKEN
+            episode.tokens_estimated = True
+        if prompt_ids is not None:
+            episode.context_tokens = len(prompt_ids) + len(token_ids)
+        else:
+            chars = sum(len(message.content) for message in chat) + len(text)
+            episode.context_tokens = chars // CHARS_PER_TOKEN
+        if episode.builder.active:
+            new_images = [image for message in messages_after_last_assistant(chat) for image in message.images]
+            refs = [image_hash(image) for image in new_images] if prompt_ids is not None else []
+            episode.builder.add_turn(prompt_ids, getattr(generation, "token_ids", None),
+                                     getattr(generation, "logprobs", None), finish_reason, new_images, refs, text,
+                                     self.end_tokens)
+        if token_ids and finish_reason == "stop" and not self.sampling.stop:
+            self.end_tokens.add(int(token_ids[-1]))  # a "stop" without stop strings ended on an EOS token
+
+    def _submit_tools(self, episode: _Episode, calls: Sequence[Any]) -> list[tuple[_Episode, str, Any]]:
+        jobs: list[tuple[_Episode, str, Any]] = []
+        metadata: dict[str, Any] = {"env_id": episode.spec.env_id, "seed": episode.spec.seed}
+        if episode.env is not None:
+            try:
+                metadata.update(episode.env.tool_context_metadata())
+            except Exception as exc:  # noqa: BLE001 - a buggy env must not take the batch down
+                metadata["tool_context_error"] = f"{type(exc).__name__}: {exc}"
+        context = ToolContext(images=list(episode.images_seen), metadata=metadata)
+        for index, call in enumerate(calls):
+            name = call.name or "?"
+            if index >= MAX_TOOL_CALLS_PER_TURN:
+                result = ToolResult(f"Error: at most {MAX_TOOL_CALLS_PER_TURN} tool calls per turn.", error=True)
+                jobs.append((episode, "tool", (name, call.arguments, result)))
+            elif call.error is not None:
+                jobs.append((episode, "tool", (name, None, ToolResult(f"Error: invalid tool call: {call.error}",
+                                                                      error=True))))
+            elif call.name not in episode.tools:
+                known = ", ".join(sorted(episode.tools))
+                result = ToolResult(f"Error: unknown tool {call.name!r}; available tools: {known}.", error=True)
+                jobs.append((episode, "tool", (name, call.arguments, result)))
+            else:
+                pending = self._pool.submit(episode.tools[call.name], call.arguments, context)
+                jobs.append((episode, "tool", (name, call.arguments, pending)))
+        return jobs
+
+    # --------------------------------------------------------- results of a turn
+    def _collect(self, jobs: list[tuple[_Episode, str, Any]]) -> None:
+        tool_results: dict[int, list[tuple[str, ToolResult]]] = {}
+        tool_episodes: dict[int, _Episode] = {}
+        for episode, kind, payload in jobs:  # submission order: see CallPool
+            if kind == "step":
+                outcome = self._pool.wait(payload, self.settings.env_timeout_s)
+                self.timings.env_steps += 1
+                if not outcome.ok:
+                    self._env_failed(episode, outcome, "env.step()")
+                elif not isinstance(outcome.value, StepResult):
+                    episode.fail(f"env.step() returned {type(outcome.value).__name__}, not a StepResult",
+                                 "env_error")
+                else:
+                    self._apply_step(episode, outcome.value)
+                continue
+            name, arguments, result = payload
+            self.timings.tool_calls += 1
+            if isinstance(result, PendingCall):
+                outcome = self._pool.wait(result, self.settings.tool_timeout_s)
+                if not outcome.ok:
+                    if not episode.done:
+                        episode.fail(outcome.describe(f"tool {name}", self.settings.tool_timeout_s),
+                                     "tool_timeout" if outcome.timed_out else "tool_error")
+                    continue
+                result = outcome.value
+                if not isinstance(result, ToolResult):
+                    episode.fail(f"tool {name} returned {type(result).__name__}, not a ToolResult", "tool_error")
+                    continue
+            episode.trajectory.turns[-1].tool_calls.append(ToolCallRecord(
+                name=name, arguments=arguments, result_text=result.text, num_images=len(result.images),
+                error=result.error))
+            episode.tool_call_count += 1
+            tool_results.setdefault(id(episode), []).append((name, result))
+            tool_episodes[id(episode)] = episode
+        for key, results in tool_results.items():
+            episode = tool_episodes[key]
+            if not episode.done:
+                episode.add_user(tool_results_message(results, self.settings.tool_response_role))
+
+    def _apply_step(self, episode: _Episode, result: StepResult) -> None:
+        turn = episode.trajectory.turns[-1]
+        turn.reward = result.reward
+        turn.info.update(result.info)
+        episode.builder.set_last_reward(result.reward)
+        episode.env_steps += 1
+        if result.info.get("format_ok") is False:
+            episode.format_errors += 1
+        if result.info.get("success") is not None:
+            episode.trajectory.success = bool(result.info["success"])
+        if episode.attempt == 1:
+            episode.trajectory.metadata["first_attempt_success"] = episode.trajectory.success
+        if not result.done:
+            episode.add_user(Message.from_observation(result.observation))
+            return
+        episode.trajectory.metadata["final_observation"] = result.observation.text
+        retry = (self.settings.reflection and result.terminated and result.info.get("success") is False
+                 and result.info.get("retryable", True) and episode.attempt < self.settings.max_attempts)
+        if retry:
+            episode.needs_reset = True
+            episode.trajectory.metadata["reflection_reason"] = result.info.get("reflection_feedback", "")
+        else:
+            episode.done, episode.stop_reason = True, "truncated" if result.truncated else "done"
+
+    def _retry(self, episodes: list[_Episode]) -> None:
+        """Reflection: reset the env to the same seed and tell the model its answer was wrong."""
+        calls = [(episode, self._pool.submit(_reset, episode.env, episode.spec.seed)) for episode in episodes]
+        for episode, call in calls:
+            episode.needs_reset = False
+            outcome = self._pool.wait(call, self.settings.env_timeout_s)
+            if not outcome.ok:
+                self._env_failed(episode, outcome, "env.reset() for a reflection retry")
+                continue
+            observation: Observation = outcome.value
+            last_info = episode.trajectory.turns[-1].info
+            episode.attempt += 1
+            episode.turns_in_attempt = 0
+            remaining = self.settings.max_attempts - episode.attempt + 1
+            feedback = str(last_info.get("reflection_feedback") or "Your answer was not correct.")
+            if last_info.get("format_ok") is False:
+                feedback += " Your response did not follow the required format."
+            feedback += (" This is your last attempt." if remaining == 1
+                         else f" You have {remaining} attempts left.")
+            text = f"{escape_placeholders(feedback)}\nTry again from the start.\n\n{observation.text}"
+            episode.add_user(Message("user", text, list(observation.images)))
+
+    def _env_failed(self, episode: _Episode, outcome: CallOutcome, what: str) -> None:
+        if outcome.timed_out:
+            episode.env_hung = True
+        episode.fail(outcome.describe(what, self.settings.env_timeout_s),
+                     "env_timeout" if outcome.timed_out else "env_error")
+
+    # --------------------------------------------------------------- the end
+    def _finish(self, episode: _Episode) -> Trajectory:
+        trajectory = episode.trajectory
+        trajectory.metadata.update(
+            stop_reason=episode.stop_reason, attempts=episode.attempt, generated_tokens=episode.generated_tokens,
+            tokens_estimated=episode.tokens_estimated, context_tokens=episode.context_tokens,
+            format_errors=episode.format_errors, env_steps=episode.env_steps, tool_calls=episode.tool_call_count,
+        )
+        trajectory.metadata.setdefault("first_attempt_success", trajectory.success)
+        trajectory.token_view = episode.builder.build()
+        if episode.builder.error and episode.builder.turn_ends:
+            trajectory.metadata["token_view_error"] = episode.builder.error
+        self._close_env(episode)
+        self.timings.episodes += 1
+        return trajectory
+
+    def _close_env(self, episode: _Episode) -> None:
+        """Close on a separate daemon thread: ``close()`` of a misbehaving env may hang too."""
+        env, episode.env = episode.env, None
+        if env is not None and not episode.env_hung:
+            threading.Thread(target=_quiet_close, args=(env,), daemon=True).start()
+
+
+def _pick(outputs: Any, position: int) -> Generation | str:
+    """The first sample for chat ``position``, or a reason why the backend's output has none."""
+    try:
+        samples = outputs[position]
+        generation = samples[0]
+    except (IndexError, KeyError, TypeError):
+        return f"model backend returned no generation for chat {position} (output: {type(outputs).__name__})"
+    if isinstance(generation, Generation):
+        return generation
+    if isinstance(generation, str):
+        return Generation(text=generation)
+    return Generation(text=str(getattr(generation, "text", generation)))
+
+
+def _backend_end_tokens(backend: ModelBackend) -> set[int]:
+    """End-of-turn token ids the backend can tell us about (see ``vista_rl.rollout.token_view``)."""
+    declared = getattr(backend, "stop_token_ids", None)
+    if declared:
+        return {int(token) for token in declared}
+    eos = getattr(getattr(backend, "tokenizer", None), "eos_token_id", None)
+    if isinstance(eos, int):
+        return {eos}
+    if isinstance(eos, (list, tuple)):
+        return {int(token) for token in eos}
+    return set()
+
+
+def _oracle(env: Env) -> str | None:
+    return env.oracle_response()
+
+
+def _reset(env: Env, seed: int | None) -> Observation:
+    observation, _info = env.reset(seed=seed)
+    return observation
+
+
+def _quiet_close(env: Env) -> None:
+    with contextlib.suppress(Exception):  # closing is best effort; the episode is already recorded
+        env.close()

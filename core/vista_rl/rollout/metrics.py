@@ -1,0 +1,76 @@
+"""Run metrics with 95% confidence intervals, accumulated one trajectory at a time (only numbers are
+kept, never trajectories, so a long eval's memory stays flat)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from vista_rl.stats import Estimate, mean, proportion
+from vista_rl.trajectory import Trajectory
+
+
+class RolloutMetrics:
+    """Success rate, mean reward, format-error rate, mean turns and tokens, each with a 95% CI.
+
+    The format-error rate is per env step (a step whose ``info["format_ok"]`` is False), Wilson
+    interval; rates per episode use Wilson intervals, means a normal interval.
+    """
+
+    def __init__(self) -> None:
+        self.episodes = 0
+        self.successes = 0
+        self.first_attempt_successes = 0
+        self.failures = 0
+        self.env_steps = 0
+        self.format_errors = 0
+        self.rewards: list[float] = []
+        self.turns: list[float] = []
+        self.tokens: list[float] = []
+        self.attempts: list[float] = []
+        self.tool_calls = 0
+        self.tokens_estimated = False
+        self.stop_reasons: Counter[str] = Counter()
+        self.failure_examples: list[str] = []
+
+    def add(self, trajectory: Trajectory) -> None:
+        meta = trajectory.metadata
+        self.episodes += 1
+        self.successes += int(trajectory.success)
+        self.first_attempt_successes += int(bool(meta.get("first_attempt_success", trajectory.success)))
+        if trajectory.failure:
+            self.failures += 1
+            if len(self.failure_examples) < 5:
+                self.failure_examples.append(trajectory.failure)
+        self.env_steps += int(meta.get("env_steps", 0))
+        self.format_errors += int(meta.get("format_errors", 0))
+        self.rewards.append(trajectory.total_reward)
+        self.turns.append(float(trajectory.num_turns))
+        self.tokens.append(float(meta.get("generated_tokens", 0)))
+        self.attempts.append(float(meta.get("attempts", 1)))
+        self.tool_calls += int(meta.get("tool_calls", 0))
+        self.tokens_estimated = self.tokens_estimated or bool(meta.get("tokens_estimated", False))
+        self.stop_reasons[str(meta.get("stop_reason", ""))] += 1
+
+    def estimates(self) -> dict[str, Estimate]:
+        return {
+            "success_rate": proportion(self.successes, self.episodes),
+            "mean_reward": mean(self.rewards),
+            "format_error_rate": proportion(self.format_errors, self.env_steps),
+            "mean_turns": mean(self.turns),
+            "mean_tokens": mean(self.tokens),
+            "failure_rate": proportion(self.failures, self.episodes),
+            "first_attempt_success_rate": proportion(self.first_attempt_successes, self.episodes),
+            "mean_attempts": mean(self.attempts),
+        }
+
+    def summary(self) -> dict[str, Any]:
+        """JSON-ready: every estimate as value/ci95_low/ci95_high/n, plus counts."""
+        data: dict[str, Any] = {name: est.to_dict() for name, est in self.estimates().items()}
+        data.update(
+            episodes=self.episodes, failures=self.failures, env_steps=self.env_steps,
+            format_errors=self.format_errors, tool_calls=self.tool_calls,
+            tokens_estimated=self.tokens_estimated, stop_reasons=dict(self.stop_reasons),
+            failure_examples=list(self.failure_examples),
+        )
+        return data

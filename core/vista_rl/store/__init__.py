@@ -1,0 +1,8 @@
+"""The trajectory store: run directories with JSONL trajectories, PNG images by content hash, the
+resolved config, versions, metrics and an HTML viewer."""
+
+from vista_rl.store.images import image_hash, save_image
+from vista_rl.store.reader import RunReader
+from vista_rl.store.writer import RunWriter, versions
+
+__all__ = ["RunReader", "RunWriter", "image_hash", "save_image", "versions"]

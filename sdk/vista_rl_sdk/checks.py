@@ -1,0 +1,403 @@
+"""Conformance checks that actively exercise a plugin's items (gymnasium's ``check_env`` for VISTA).
+
+Each check collects every problem it finds and raises one :class:`CheckFailure` listing them, so a
+plugin author sees the whole picture in one run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from PIL import Image
+
+import vista_rl
+from vista_rl.env import Env, StepResult
+from vista_rl.judge import Judge
+from vista_rl.observation import Observation, count_placeholders
+from vista_rl.tool import Tool, ToolContext, ToolResult
+
+GARBAGE_ACTIONS: tuple[str, ...] = (
+    "",
+    "   ",
+    "\x00\x01\x02",
+    "<answer>",
+    "</answer></answer><think>",
+    "<answer><answer>nested</answer></answer>",
+    '<tool_call>{"name": </tool_call>',
+    "ÜñíçødÉ 🤖 <answer>✓</answer>",
+    "x" * 100_000,
+)
+INVALID_ACTION = "<think>hmm</think><answer>definitely-not-a-valid-action-xyz</answer>"
+
+
+class CheckFailure(AssertionError):
+    """A conformance check found problems; ``problems`` lists them all."""
+
+    def __init__(self, subject: str, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__(f"{subject} failed {len(problems)} check(s):\n- " + "\n- ".join(problems))
+
+
+@dataclass
+class CheckReport:
+    subject: str
+    passed: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def ok(self, what: str) -> None:
+        self.passed.append(what)
+
+    def fail(self, what: str) -> None:
+        self.problems.append(what)
+
+    def raise_if_failed(self) -> CheckReport:
+        if self.problems:
+            raise CheckFailure(self.subject, self.problems)
+        return self
+
+
+# ---------------------------------------------------------------------------------------- envs
+EnvFactory = str | Callable[..., Env]
+
+
+def _make(factory: EnvFactory, config: dict[str, Any]) -> Env:
+    return vista_rl.make_env(factory, **config) if isinstance(factory, str) else factory(**config)
+
+
+def _factory_path(factory: EnvFactory) -> str | None:
+    if isinstance(factory, str):
+        return factory
+    module, qualname = getattr(factory, "__module__", None), getattr(factory, "__qualname__", "")
+    if not module or "<locals>" in qualname or module == "__main__":
+        return None
+    return f"{module}:{qualname}"
+
+
+def observation_fingerprint(observation: Observation) -> str:
+    """A hash of the text and every image's pixels, to compare episodes across processes."""
+    digest = hashlib.sha256(observation.text.encode("utf-8", "surrogatepass"))
+    for image in observation.images:
+        digest.update(f"{image.mode}{image.size}".encode())
+        digest.update(image.tobytes())
+    return digest.hexdigest()
+
+
+def fingerprints(factory: EnvFactory, config: dict[str, Any], seeds: Sequence[int]) -> list[str]:
+    out = []
+    for seed in seeds:
+        env = _make(factory, config)
+        try:
+            observation, _ = env.reset(seed=seed)
+            out.append(observation_fingerprint(observation))
+        finally:
+            env.close()
+    return out
+
+
+def _fingerprints_in_subprocess(path: str, config: dict[str, Any], seeds: Sequence[int]) -> list[str]:
+    payload = json.dumps({"path": path, "config": config, "seeds": list(seeds)})
+    env = dict(os.environ, PYTHONHASHSEED="12345", PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    code = "import sys, vista_rl_sdk.checks as c; c._fingerprint_main(sys.argv[1])"
+    completed = subprocess.run([sys.executable, "-c", code, payload], capture_output=True, text=True,
+                               env=env, timeout=300)
+    if completed.returncode != 0:
+        raise RuntimeError(f"the env could not be created in a fresh process:\n{completed.stderr[-2000:]}")
+    return list(json.loads(completed.stdout.strip().splitlines()[-1]))
+
+
+def _fingerprint_main(payload: str) -> None:
+    data = json.loads(payload)
+    path: str = data["path"]
+    factory: EnvFactory = path
+    if ":" in path and "/" not in path.split(":")[0]:
+        import importlib
+
+        module_name, _, qualname = path.partition(":")
+        obj: Any = importlib.import_module(module_name)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+        factory = obj
+    print(json.dumps(fingerprints(factory, data["config"], data["seeds"])))
+
+
+def _check_observation(report: CheckReport, observation: Any, where: str) -> bool:
+    if not isinstance(observation, Observation):
+        report.fail(f"{where}: observation is {type(observation).__name__}, not vista_rl.Observation")
+        return False
+    placeholders = count_placeholders(observation.text)
+    if placeholders != len(observation.images):
+        report.fail(f"{where}: {placeholders} <image> placeholder(s) but {len(observation.images)} image(s)")
+        return False
+    if not all(isinstance(image, Image.Image) for image in observation.images):
+        report.fail(f"{where}: images must be PIL.Image.Image")
+        return False
+    return True
+
+
+def _check_step(report: CheckReport, env: Env, action: str, label: str) -> StepResult | None:
+    try:
+        result = env.step(action)
+    except Exception as exc:  # noqa: BLE001
+        report.fail(f"step raised on {label} action: {type(exc).__name__}: {exc}")
+        return None
+    if not isinstance(result, StepResult):
+        report.fail(f"step on {label} action returned {type(result).__name__}, not StepResult")
+        return None
+    if not math.isfinite(result.reward):
+        report.fail(f"step on {label} action returned a non-finite reward {result.reward}")
+    if not isinstance(result.info, dict):
+        report.fail(f"step on {label} action returned info of type {type(result.info).__name__}")
+    _check_observation(report, result.observation, f"step on {label} action")
+    return result
+
+
+def check_env(
+    env: EnvFactory,
+    config: dict[str, Any] | None = None,
+    *,
+    seeds: Sequence[int] = (0, 1, 2),
+    valid_action: str | None = None,
+    cross_process: bool = True,
+) -> CheckReport:
+    """Exercise an env: resets with several seeds, determinism within and across processes,
+    placeholder/image agreement, a valid step (the env's oracle if ``valid_action`` is None), an
+    invalid step and garbage steps (none may raise; rewards finite), and a double close.
+
+    ``env`` is a registered id or a factory (class); instances cannot be re-created in another
+    process, so pass the class.
+    """
+    config = dict(config or {})
+    subject = f"env {env if isinstance(env, str) else getattr(env, '__qualname__', env)!r}"
+    report = CheckReport(subject)
+    try:
+        instance = _make(env, config)
+    except Exception as exc:  # noqa: BLE001
+        report.fail(f"could not be created: {type(exc).__name__}: {exc}")
+        return report.raise_if_failed()
+    if not isinstance(instance, Env):
+        report.fail(f"factory returned {type(instance).__name__}, not a vista_rl.Env")
+        return report.raise_if_failed()
+    try:
+        prompt = instance.system_prompt()
+        if not isinstance(prompt, str):
+            report.fail(f"system_prompt() returned {type(prompt).__name__}, not str")
+    except Exception as exc:  # noqa: BLE001
+        report.fail(f"system_prompt() raised {type(exc).__name__}: {exc}")
+
+    local: list[str] = []
+    for seed in seeds:
+        try:
+            first, info = instance.reset(seed=seed)
+            if not _check_observation(report, first, f"reset(seed={seed})"):
+                continue
+            if not isinstance(info, dict):
+                report.fail(f"reset(seed={seed}) info is {type(info).__name__}, not dict")
+            local.append(observation_fingerprint(first))
+            with _make(env, config) as other:
+                second, _ = other.reset(seed=seed)
+            if observation_fingerprint(second) != local[-1]:
+                report.fail(f"reset(seed={seed}) is not deterministic: two resets gave different observations")
+        except Exception as exc:  # noqa: BLE001
+            report.fail(f"reset(seed={seed}) raised {type(exc).__name__}: {exc}")
+    if len(local) == len(seeds):
+        report.ok("reset is deterministic within the process")
+
+    path = _factory_path(env)
+    if cross_process and path is not None and len(local) == len(seeds):
+        try:
+            remote = _fingerprints_in_subprocess(path, config, seeds)
+            if remote != local:
+                differing = [s for s, a, b in zip(seeds, local, remote, strict=True) if a != b]
+                report.fail(f"seeds {differing} give different observations in another process "
+                            "(is something seeded from hash(), time or global random state?)")
+            else:
+                report.ok("reset is deterministic across processes")
+        except Exception as exc:  # noqa: BLE001
+            report.fail(f"cross-process determinism check failed: {exc}")
+
+    def fresh() -> Env | None:
+        try:
+            instance.reset(seed=seeds[0])
+            return instance
+        except Exception:  # noqa: BLE001 - already reported above
+            return None
+
+    if fresh() is not None:
+        action = valid_action
+        if action is None:
+            try:
+                action = instance.oracle_response()
+            except Exception as exc:  # noqa: BLE001
+                report.fail(f"oracle_response() raised {type(exc).__name__}: {exc}")
+        if action is not None:
+            result = _check_step(report, instance, action, "valid")
+            if result is not None and result.info.get("action_valid") is False:
+                report.fail("the valid (oracle) action was reported as action_valid=False")
+    if fresh() is not None:
+        result = _check_step(report, instance, INVALID_ACTION, "invalid")
+        if result is not None and result.info.get("action_valid") is True:
+            report.fail("an invalid action was reported as action_valid=True")
+    for garbage in GARBAGE_ACTIONS:
+        if fresh() is None:
+            break
+        _check_step(report, instance, garbage, f"garbage {garbage[:20]!r}")
+    try:
+        instance.close()
+        instance.close()
+    except Exception as exc:  # noqa: BLE001
+        report.fail(f"close() raised {type(exc).__name__}: {exc} (it must be safe to call twice)")
+    return report.raise_if_failed()
+
+
+# --------------------------------------------------------------------------------------- tools
+def check_tool(
+    tool: Tool,
+    valid_arguments: dict[str, Any],
+    context: ToolContext | None = None,
+) -> CheckReport:
+    """Schema is a valid OpenAI function entry; valid arguments work; bad arguments give an error
+    result (never an exception)."""
+    report = CheckReport(f"tool {getattr(tool, 'name', tool)!r}")
+    context = context or ToolContext(images=[Image.new("RGB", (64, 64), "white")])
+    try:
+        schema = tool.openai_schema()
+        function = schema.get("function", {})
+        if schema.get("type") != "function" or not function.get("name"):
+            report.fail("openai_schema() must be {'type': 'function', 'function': {'name': ..., ...}}")
+        if function.get("parameters", {}).get("type") != "object":
+            report.fail("openai_schema() parameters must be a JSON schema of type object")
+        json.dumps(schema)
+    except Exception as exc:  # noqa: BLE001
+        report.fail(f"openai_schema() failed: {type(exc).__name__}: {exc}")
+    wrong_types: dict[str, Any] = {key: {"nested": ["junk"]} for key in valid_arguments} or {"junk": 1}
+    cases: list[tuple[str, Any, bool]] = [
+        ("valid", valid_arguments, False),
+        ("not-json", "{not json", True),
+        ("non-object", "[1, 2]", True),
+        ("wrong-types", wrong_types, True),
+    ]
+    for label, arguments, expect_error in cases:
+        try:
+            result = tool(arguments, context)
+        except Exception as exc:  # noqa: BLE001
+            report.fail(f"{label} arguments raised {type(exc).__name__}: {exc}")
+            continue
+        if not isinstance(result, ToolResult):
+            report.fail(f"{label} arguments returned {type(result).__name__}, not ToolResult")
+            continue
+        if expect_error and not result.error:
+            report.fail(f"{label} arguments were accepted; expected an error result")
+        if not expect_error and result.error:
+            report.fail(f"valid arguments gave an error: {result.text}")
+        if not isinstance(result.text, str) or not all(isinstance(i, Image.Image) for i in result.images):
+            report.fail(f"{label} result must hold text (str) and PIL images")
+        if expect_error and result.error and not result.text.strip():
+            report.fail(f"{label} arguments gave an error result without a message")
+    return report.raise_if_failed()
+
+
+# -------------------------------------------------------------------------------------- judges
+def check_judge(
+    judge: Judge,
+    reference: Any,
+    wrong: Sequence[Any],
+    correct: Any | None = None,
+    context: dict[str, Any] | None = None,
+) -> CheckReport:
+    """The reference (or ``correct``) scores ``max_score``; each wrong prediction scores less;
+    garbage predictions neither raise nor leave ``[0, max_score]``."""
+    report = CheckReport(f"judge {getattr(judge, 'name', judge)!r}")
+    context = context or {}
+    top = getattr(judge, "max_score", 1.0)
+    try:
+        best = judge.score(reference if correct is None else correct, reference, **context).score
+        if not math.isclose(best, top, rel_tol=1e-9, abs_tol=1e-9):
+            report.fail(f"the correct prediction scored {best}, expected max_score {top}")
+    except Exception as exc:  # noqa: BLE001
+        report.fail(f"scoring the correct prediction raised {type(exc).__name__}: {exc}")
+    for prediction in wrong:
+        try:
+            score = judge.score(prediction, reference, **context).score
+            if not score < top:
+                report.fail(f"wrong prediction {prediction!r} scored {score}, not less than {top}")
+        except Exception as exc:  # noqa: BLE001
+            report.fail(f"scoring {prediction!r} raised {type(exc).__name__}: {exc}")
+    for garbage in (None, "", "x" * 1_000_000, {"a": 1}, "<answer>", float("nan")):
+        try:
+            score = judge.score(garbage, reference, **context).score
+            if not (math.isfinite(score) and -1e-9 <= score <= top + 1e-9):
+                report.fail(f"garbage prediction {str(garbage)[:20]!r} scored {score}, outside [0, {top}]")
+        except Exception as exc:  # noqa: BLE001
+            report.fail(f"garbage prediction {str(garbage)[:20]!r} raised {type(exc).__name__}: {exc}")
+    return report.raise_if_failed()
+
+
+# ---------------------------------------------------------------------------------- estimators
+def random_advantage_batch(batch: int = 6, tokens: int = 24, turns: int = 3, groups: int = 2, seed: int = 0) -> Any:
+    """A random but well-formed padded batch: responses with observation gaps, turn ends, groups."""
+    import torch
+
+    from vista_rl.estimator import AdvantageBatch
+
+    gen = torch.Generator().manual_seed(seed)
+    response_mask = torch.zeros(batch, tokens)
+    turn_ends = torch.zeros(batch, tokens)
+    rewards = torch.zeros(batch, tokens)
+    span = tokens // turns
+    for row in range(batch):
+        length = int(torch.randint(turns * 2, tokens + 1, (1,), generator=gen))
+        for turn in range(turns):
+            start = turn * span
+            end = min(start + span, length)
+            if end - start < 2:
+                break
+            assistant_start = start + (end - start) // 2  # first half is the observation
+            response_mask[row, assistant_start:end] = 1
+            turn_ends[row, end - 1] = 1
+            rewards[row, end - 1] = float(torch.randn(1, generator=gen))
+    return AdvantageBatch(
+        token_rewards=rewards,
+        response_mask=response_mask,
+        advantage_mask=response_mask.clone(),
+        group_ids=torch.arange(batch) % groups,
+        values=torch.randn(batch, tokens, generator=gen) * response_mask,
+        turn_ends=turn_ends,
+    )
+
+
+def check_estimator(estimator: Callable[..., Any], **params: Any) -> CheckReport:
+    """Shapes match the batch, outputs are finite, and advantages are zero outside the advantage
+    mask (masks respected)."""
+    import torch
+
+    report = CheckReport(f"estimator {getattr(estimator, '__name__', estimator)!r}")
+    batch = random_advantage_batch()
+    try:
+        out = estimator(batch, **params)
+    except Exception as exc:  # noqa: BLE001
+        report.fail(f"raised {type(exc).__name__}: {exc}")
+        return report.raise_if_failed()
+    for name in ("advantages", "returns"):
+        tensor = getattr(out, name, None)
+        if not isinstance(tensor, torch.Tensor):
+            report.fail(f"output has no tensor {name!r}")
+            continue
+        if tuple(tensor.shape) != tuple(batch.response_mask.shape):
+            report.fail(f"{name} has shape {tuple(tensor.shape)}, expected {tuple(batch.response_mask.shape)}")
+        elif not torch.isfinite(tensor).all():
+            report.fail(f"{name} has non-finite values")
+    advantages = getattr(out, "advantages", None)
+    if isinstance(advantages, torch.Tensor) and advantages.shape == batch.response_mask.shape:
+        mask = batch.advantage_mask if batch.advantage_mask is not None else batch.response_mask
+        leaked = (advantages * (1 - mask)).abs().max().item()
+        if leaked > 1e-6:
+            report.fail(f"advantages are non-zero outside the advantage mask (max {leaked:.3g})")
+    return report.raise_if_failed()

@@ -1,0 +1,101 @@
+"""Test helpers for text-action games (imported by the plugins' tests; needs ``hypothesis``).
+
+- :func:`model_outputs`: a hypothesis strategy of hostile model responses (empty, 1 MB, unicode,
+  JSON, unclosed tags, wrong case, stray separators) mixed with well-formed ones.
+- :func:`episode_fingerprint` / :func:`fingerprint_in_subprocess`: a hash of a whole episode
+  (every observation's text and pixels, rewards, flags) to compare across processes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import vista_rl
+
+
+def model_outputs(action_names: Sequence[str], sep: str = ",") -> Any:
+    """Strategy of arbitrary response strings, biased toward the shapes that break parsers."""
+    from hypothesis import strategies as st
+
+    names = st.sampled_from([*action_names, *(n.upper() for n in action_names), *(n.lower() for n in action_names),
+                             "Jump", "", " ", "Up Down", "↑", "0"])
+    answer = st.lists(names, max_size=6).map(lambda parts: sep.join(parts))
+    seps = st.sampled_from([sep, sep * 3, f" {sep} ", ";", "|", "\n"])
+    joined = st.tuples(st.lists(names, max_size=5), seps).map(lambda pair: pair[1].join(pair[0]))
+    tag = st.sampled_from(["think", "answer", "observation", "reasoning", "prediction", "tool_call", "ANSWER"])
+    fragments = st.one_of(
+        st.text(max_size=60),
+        answer, joined,
+        tag.map(lambda t: f"<{t}>"), tag.map(lambda t: f"</{t}>"),
+        st.just('{"action": "Up", "nested": [1, {"a": null}]}'),
+        st.just("<answer>" + "Left," * 50),
+        st.just("\x00\ud7ff\U0001f916"),
+    )
+    composed = st.lists(fragments, max_size=8).map("".join)
+    wrapped = st.tuples(st.text(max_size=30), answer).map(
+        lambda pair: f"<think>{pair[0]}</think><answer>{pair[1]}</answer>")
+    huge = st.sampled_from(["x" * 1_000_000, "<answer>" + "Up," * 300_000 + "</answer>",
+                            "<think>" * 10_000])
+    return st.one_of(composed, wrapped, huge, st.text(), st.just(""))
+
+
+def episode_fingerprint(env_id: str, config: dict[str, Any], seed: int, responses: Sequence[str]) -> str:
+    """Hash of an episode: reset(seed), then the responses (``"oracle"`` means the env's oracle)."""
+    env = vista_rl.make_env(env_id, **config)
+    digest = hashlib.sha256()
+
+    def add(observation: vista_rl.Observation, *extra: object) -> None:
+        digest.update(observation.text.encode("utf-8", "surrogatepass"))
+        for image in observation.images:
+            digest.update(image.tobytes())
+        digest.update(repr(extra).encode())
+
+    observation, _ = env.reset(seed=seed)
+    add(observation)
+    for response in responses:
+        text = env.oracle_response() if response == "oracle" else response
+        result = env.step(text or "")
+        add(result.observation, round(result.reward, 9), result.terminated, result.truncated,
+            result.info.get("success"), result.info.get("state"))
+    env.close()
+    return digest.hexdigest()
+
+
+def fingerprint_in_subprocess(env_id: str, config: dict[str, Any], seed: int, responses: Sequence[str],
+                              hash_seed: str = "4242") -> str:
+    """The same fingerprint computed in a fresh interpreter with another ``PYTHONHASHSEED``."""
+    payload = json.dumps([env_id, config, seed, list(responses)])
+    code = ("import json, sys; from vista_rl_sdk.game_testing import episode_fingerprint as f; "
+            "print(f(*json.loads(sys.argv[1])))")
+    env = dict(os.environ, PYTHONHASHSEED=hash_seed)
+    done = subprocess.run([sys.executable, "-c", code, payload], capture_output=True, text=True, env=env,
+                          timeout=120, check=True)
+    return done.stdout.strip().splitlines()[-1]
+
+
+def play_oracle_checked(env: Any, seed: int, max_turns: int = 200) -> vista_rl.StepResult:
+    """Play one episode with the oracle, asserting every response parses strictly in the env's
+    prompt format and every ``<prediction>`` matches the true state after the turn.  Returns the
+    last step result."""
+    from vista_rl.parsing import parse_response
+
+    env.reset(seed=seed)
+    strict = env._format.response_format(strict=True)
+    for _ in range(max_turns):
+        response = env.oracle_response()
+        assert response is not None, f"no oracle response at seed {seed}"
+        parsed = parse_response(response, strict)
+        assert parsed.format_ok, parsed.errors
+        result = env.step(response)
+        assert result.info["action_valid"] and result.info["format_ok"], result.info["feedback"]
+        if parsed.prediction is not None:
+            assert parsed.prediction == env._describe()
+        if result.done:
+            return result
+    raise AssertionError(f"the oracle did not finish seed {seed} within {max_turns} turns")

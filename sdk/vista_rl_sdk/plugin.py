@@ -1,0 +1,17 @@
+"""vista-rl-sdk's own VISTA plugin (entry point ``sdk``): adds ``vista new`` to the command line.
+
+Kept import-light: click and the scaffold module load only when the CLI is built.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import vista_rl
+
+
+@vista_rl.hookimpl
+def register_commands(cli: Any) -> None:
+    from vista_rl_sdk.scaffold import new_command
+
+    cli.add_command(new_command)

@@ -1,5 +1,0 @@
-"""vista-sdk: conformance checks and pytest fixtures for VISTA plugin authors."""
-
-from vista_sdk.checks import CheckFailure, check_env, check_estimator, check_judge, check_tool
-
-__all__ = ["CheckFailure", "check_env", "check_estimator", "check_judge", "check_tool"]
