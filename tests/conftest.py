@@ -21,13 +21,16 @@ from vista_rl.plugins import PluginHost
 InstallPlugin = Callable[..., Path]
 
 
-def write_distribution(site: Path, dist_name: str, version: str, entry_name: str, module: str, source: str) -> None:
+def write_distribution(site: Path, dist_name: str, version: str, entry_name: str, module: str, source: str,
+                       group: str = "vista_rl", requires: tuple[str, ...] = ()) -> None:
     site.mkdir(parents=True, exist_ok=True)
     (site / f"{module}.py").write_text(textwrap.dedent(source), encoding="utf-8")
     info = site / f"{dist_name.replace('-', '_')}-{version}.dist-info"
     info.mkdir(exist_ok=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist_name}\nVersion: {version}\n", encoding="utf-8")
-    (info / "entry_points.txt").write_text(f"[vista]\n{entry_name} = {module}\n", encoding="utf-8")
+    requires_lines = "".join(f"Requires-Dist: {line}\n" for line in requires)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist_name}\nVersion: {version}\n{requires_lines}",
+                                   encoding="utf-8")
+    (info / "entry_points.txt").write_text(f"[{group}]\n{entry_name} = {module}\n", encoding="utf-8")
 
 
 @pytest.fixture
@@ -41,9 +44,10 @@ def plugin_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture
 def install_plugin(plugin_site: Path) -> InstallPlugin:
     def install(dist_name: str, source: str, version: str = "1.2.3", entry_name: str | None = None,
-                module: str | None = None) -> Path:
+                module: str | None = None, group: str = "vista_rl", requires: tuple[str, ...] = ()) -> Path:
         module_name = module or dist_name.replace("-", "_")
-        write_distribution(plugin_site, dist_name, version, entry_name or module_name, module_name, source)
+        write_distribution(plugin_site, dist_name, version, entry_name or module_name, module_name, source,
+                           group=group, requires=requires)
         return plugin_site
 
     return install

@@ -145,7 +145,7 @@ def test_loading_is_idempotent(install_plugin, fresh_host: PluginHost):
 def test_import_vista_runs_no_plugin_code(install_plugin, tmp_path):
     site = install_plugin("vista-plugin-side", SIDE_EFFECT)
     marker = tmp_path / "marker.txt"
-    code = ("import sys, vista; "
+    code = ("import sys, vista_rl; "
             "assert not any(m.startswith('vista_plugin') for m in sys.modules), sorted(sys.modules); "
             "print('clean')")
     env = {"PYTHONPATH": str(site), "SIDE_EFFECT_FILE": str(marker), "PATH": "/usr/bin:/bin"}
@@ -153,7 +153,7 @@ def test_import_vista_runs_no_plugin_code(install_plugin, tmp_path):
     assert done.returncode == 0, done.stderr
     assert not marker.exists()
     # ...and the first registry query does run it
-    code = "import vista; vista_rl.make_judge('side/judge'); print('ok')"
+    code = "import vista_rl; vista_rl.make_judge('side/judge'); print('ok')"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 0, done.stderr
     assert marker.read_text() == "imported"
@@ -206,7 +206,7 @@ def test_cli_plugins_json_lists_the_example_plugin():
 def test_cli_version_lists_plugins():
     done = run_vista("--version")
     assert done.returncode == 0
-    assert done.stdout.startswith("vista 0.1.0") and "vista-plugin-oddshape 0.1.0" in done.stdout
+    assert done.stdout.startswith("vista-rl 0.1.0") and "vista-plugin-oddshape 0.1.0" in done.stdout
 
 
 @pytest.mark.parametrize("kind", ["envs", "tools", "judges", "estimators", "models", "datasets", "engines"])
@@ -235,3 +235,45 @@ def test_routed_ids_and_positional_only_make(vista_plugin):
     assert made == {"target": "sokoban/sokoban-v0", "kind": "x", "item_id": "y"}
     with pytest.raises(UnknownItemError):
         vista_rl.host().make("envs", "proxy/")
+
+
+LEGACY = """
+import pluggy
+
+hookimpl = pluggy.HookimplMarker("vista")  # how plugins marked hooks before the rename to vista_rl
+
+@hookimpl
+def register_judges(register):
+    register("legacy/judge", "vista_rl.judges:ExactMatchJudge", description="old group")
+"""
+
+
+def test_legacy_entry_point_group_still_loads_with_a_warning(install_plugin, fresh_host: PluginHost, capsys):
+    install_plugin("vista-plugin-legacy", LEGACY, group="vista")
+    spec = fresh_host.spec("judges", "legacy/judge")
+    assert spec.distribution == "vista-plugin-legacy"
+    err = capsys.readouterr().err
+    assert "old group 'vista'" in err and "entry-points.vista_rl" in err
+
+
+def test_new_group_shadows_the_legacy_one(install_plugin, fresh_host: PluginHost, capsys):
+    install_plugin("vista-plugin-dual-old", LEGACY, group="vista", entry_name="dual")
+    install_plugin("vista-plugin-dual-new", GOOD, entry_name="dual")
+    assert fresh_host.spec("envs", "goodpkg/echo-v0").distribution == "vista-plugin-dual-new"
+    assert "legacy/judge" not in {spec.id for spec in fresh_host.registry("judges")}
+
+
+@pytest.mark.parametrize(("requires", "warns"), [
+    (("vista-rl>=0.1,<0.2",), False),
+    (("vista-rl>=9.0",), True),
+    (("vista-rl<0.1",), True),
+    (("numpy>=1", "vista-rl[train]>=0.1"), False),
+    ((), False),
+])
+def test_core_range_mismatch_is_a_warning(install_plugin, fresh_host: PluginHost, requires, warns, capsys):
+    install_plugin("vista-plugin-ranged", GOOD, requires=requires)
+    info = next(info for info in fresh_host.plugins() if info.distribution == "vista-plugin-ranged")
+    assert bool(info.warnings) is warns
+    assert not info.errors
+    assert ("declares vista-rl" in capsys.readouterr().err) is warns
+    assert fresh_host.spec("envs", "goodpkg/echo-v0").distribution == "vista-plugin-ranged"  # still usable

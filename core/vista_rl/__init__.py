@@ -1,6 +1,6 @@
 """VISTA: plugin-based training and evaluation of VLM agents with multi-turn, tool-integrated RL.
 
-``import vista`` runs no plugin code: plugins are discovered on the first registry query.
+``import vista_rl`` runs no plugin code: plugins are discovered on the first registry query.
 """
 
 from __future__ import annotations

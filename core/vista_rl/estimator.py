@@ -1,7 +1,7 @@
 """The advantage-estimator contract: pure torch over padded batches.
 
 One function signature serves the embedded engine and verl's estimator registry.  Tensors are
-``[batch, tokens]`` unless noted; torch is imported only for type checking so ``import vista`` stays
+``[batch, tokens]`` unless noted; torch is imported only for type checking so ``import vista_rl`` stays
 light.
 """
 

@@ -71,6 +71,7 @@ class PluginInfo:
     hooks: list[str] = field(default_factory=list)
     items: dict[str, list[str]] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -82,6 +83,7 @@ class PluginInfo:
             "hooks": sorted(self.hooks),
             "items": {k: sorted(v) for k, v in sorted(self.items.items()) if v},
             "errors": list(self.errors),
+            "warnings": list(self.warnings),
         }
 
 
@@ -101,6 +103,32 @@ def core_version() -> str:
         return metadata.version(CORE_DISTRIBUTION)
     except metadata.PackageNotFoundError:  # running from a source tree without install
         return "0+unknown"
+
+
+def core_compatibility_warning(requirements: list[str] | None, core: str) -> str | None:
+    """Why a plugin's declared ``vista-rl`` range excludes the installed core, or None if it fits.
+
+    pip installs whatever the resolver picks, so a plugin built for another core release can end up
+    beside this one; saying so up front beats an obscure AttributeError later.
+    """
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.utils import canonicalize_name
+    from packaging.version import InvalidVersion
+
+    for line in requirements or []:
+        try:
+            requirement = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if canonicalize_name(requirement.name) != CORE_DISTRIBUTION or requirement.marker is not None:
+            continue
+        try:
+            fits = requirement.specifier.contains(core, prereleases=True)
+        except InvalidVersion:
+            return None
+        if not fits:
+            return f"declares {CORE_DISTRIBUTION}{requirement.specifier} but {CORE_DISTRIBUTION} {core} is installed"
+    return None
 
 
 def _describe_error(exc: BaseException) -> str:
@@ -181,6 +209,11 @@ class PluginHost:
                     version=dist.version if dist is not None else "?",
                     module=ep.value,
                 )
+                mismatch = core_compatibility_warning(dist.requires if dist is not None else None, core_version())
+                if mismatch:
+                    info.warnings.append(mismatch)
+                    print(f"vista: warning: {info.distribution} {info.version} (plugin {info.name!r}) {mismatch}",
+                          file=sys.stderr)
                 self._import_and_register(info, ep.value)
             if only:
                 missing = [name for name in only if name not in self._plugins]

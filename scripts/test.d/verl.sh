@@ -41,7 +41,7 @@ if [ ! -f "$STAMP" ]; then
   # The verl plugin (+ oddshape, an image env for its tests; torchvision for the Qwen2.5-VL processor).
   pip_install -e plugins/verl -e plugins/oddshape "torch==2.13.0"
   VENV="$VENV" bash scripts/setup.d/torchvision.sh
-  "$VENV/bin/python" -c "import verl.trainer.ppo.core_algos, vista, vista_rl_sdk" >/dev/null
+  "$VENV/bin/python" -c "import verl.trainer.ppo.core_algos, vista_rl, vista_rl_sdk" >/dev/null
   rm -f "$VENV"/.vista-verl-*
   touch "$STAMP"
   echo "verl: environment ready ($("$VENV/bin/python" -c 'import verl; print(verl.__version__)'))"

@@ -38,7 +38,7 @@ if [ ! -f "$STAMP" ]; then
   VENV="$VENV" bash scripts/setup.d/torchvision.sh
   pip_install -e ".[dev]" -e "sdk[models]" -e plugins/transformers -e plugins/openai -e plugins/vllm \
     "$TRANSFORMERS_SPEC" "torch==2.13.0"
-  "$VENV/bin/python" -c "import vllm, vista, vista_rl_sdk, vista_plugin_vllm" >/dev/null
+  "$VENV/bin/python" -c "import vllm, vista_rl, vista_rl_sdk, vista_plugin_vllm" >/dev/null
   rm -f "$VENV"/.vista-vllm-*
   touch "$STAMP"
   echo "vllm: environment ready (vllm $("$VENV/bin/python" -c 'import vllm; print(vllm.__version__)'))"

@@ -8,5 +8,5 @@
 - :mod:`vista_rl.algorithms.groups`: per-group statistics (GRPO, RLOO baselines).
 - :mod:`vista_rl.algorithms.masked`: masked mean / variance / whitening.
 
-Importing this package imports torch; ``import vista`` does not import it.
+Importing this package imports torch; ``import vista_rl`` does not import it.
 """

@@ -22,12 +22,13 @@ def plugins_command() -> click.Command:
             click.echo(json.dumps([info.to_dict() for info in infos], indent=2))
             return
         table = Table(title="VISTA plugins")
-        for column in ("plugin", "distribution", "version", "hooks", "items", "errors"):
+        for column in ("plugin", "distribution", "version", "hooks", "items", "errors / warnings"):
             table.add_column(column, overflow="fold")
         for info in infos:
             items = "\n".join(f"{kind}: {', '.join(sorted(ids))}" for kind, ids in sorted(info.items.items()))
             table.add_row(info.name, info.distribution, info.version, "\n".join(info.hooks), items,
-                          "[red]" + "\n".join(info.errors) + "[/red]" if info.errors else "")
+                          "\n".join([f"[red]{error}[/red]" for error in info.errors]
+                                    + [f"[yellow]{warning}[/yellow]" for warning in info.warnings]))
         Console().print(table)
 
     return plugins

@@ -1,6 +1,6 @@
 """The ``local`` training engine: SFT, GRPO and PPO (value head) on one device with transformers models.
 
-Heavy imports (torch, transformers) happen only when the engine is made, so ``import vista`` and
+Heavy imports (torch, transformers) happen only when the engine is made, so ``import vista_rl`` and
 ``vista --help`` stay fast.
 """
 
