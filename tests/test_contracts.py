@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 from vista_rl import Message, Observation, StepResult, Tool, ToolContext, ToolResult
 from vista_rl.config import RunConfig, apply_overrides, load_config
+from vista_rl.env import episode_seed
 from vista_rl.errors import ConfigError
 from vista_rl.observation import PlaceholderMismatchError
 
@@ -88,3 +89,19 @@ def test_config_overrides_and_errors(tmp_path: Path):
     path.write_text("- a list\n")
     with pytest.raises(ConfigError, match="mapping"):
         load_config(RunConfig, path)
+
+
+@pytest.mark.parametrize(("seed", "expected"), [(None, 0), (7, 7), (3.0, 3), (2**40, 2**40)])
+def test_episode_seed_keeps_whole_numbers(seed, expected):
+    assert episode_seed(seed) == expected and type(episode_seed(seed)) is int
+
+
+@pytest.mark.parametrize("seed", [1.5, float("nan"), float("inf"), True, "3", [1]])
+def test_episode_seed_rejects_what_int_would_truncate_or_coerce(seed):
+    with pytest.raises(ValueError, match="seed must be a whole number"):
+        episode_seed(seed)
+
+
+def test_run_config_rejects_a_fractional_seed():
+    with pytest.raises(ConfigError, match="seed: Input should be a valid integer, got a number with a fractional"):
+        load_config(RunConfig, None, overrides=["env.id=x", "seed=1.5"])

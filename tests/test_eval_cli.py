@@ -84,6 +84,8 @@ def test_a_failing_env_is_reported_and_the_run_completes(tmp_path, capsys):
     (["--model", "scripted:oracle", "--set", "rollout.max_turns=0"], 2, "rollout.max_turns"),
     (["--model", "scripted:oracle", "--set", "rollout.no_such_key=1"], 2, "rollout.no_such_key: unknown key"),
     (["--model", "scripted:oracle", "--set", "env.config.grid=99"], 1, "could not create env"),
+    (["--model", "scripted:oracle", "--seed", "1.5"], 2, "'1.5' is not a valid integer"),
+    (["--model", "scripted:oracle", "--set", "seed=1.5"], 2, "seed: Input should be a valid integer"),
 ])
 def test_bad_input_gives_a_clear_message(tmp_path, capsys, args, code, message):
     got, text = vista_cli(capsys, "eval", "--env", ODD, "--episodes", "1", "--out", str(tmp_path / "x"), *args)

@@ -55,6 +55,16 @@ def test_vagen_grounding_worldmodeling_nesting():
         ("<tool_call>{\"name\": \"crop\", \"arguments\": \"{\\\"x\\\": 1}\"}</tool_call>", TOOLS, True, ""),
         ("just words, no tags at all", THINK_ANSWER, False, "missing <think>"),
         ("<answer>" * 1000, THINK_ANSWER, False, "opened again"),
+        # Python's own limits inside json: a >4,300-digit integer and nesting past the recursion limit
+        ("<tool_call>" + "1" * 5000 + "</tool_call>", TOOLS, False, "not valid JSON (ValueError"),
+        ("<tool_call>" + "[" * 100_000 + "</tool_call>", TOOLS, False, "not valid JSON (RecursionError"),
+        ('<tool_call>{"name": "crop", "arguments": ' + "9" * 5000 + "}</tool_call>", TOOLS, False, "not valid JSON"),
+        ('<tool_call>{"name": "crop", "arguments": "' + "1" * 5000 + '"}</tool_call>', TOOLS, False,
+         "string that is not JSON"),
+        ('<tool_call>{"name": "crop", "arguments": "' + "[" * 100_000 + '"}</tool_call>', TOOLS, False,
+         "string that is not JSON"),
+        ("[" * 100_000, TOOLS, False, "missing <answer>"),
+        ("\ud800<answer>\udfff</answer>", TOOLS, True, ""),
     ],
 )
 def test_malformed_table(text, fmt, ok, message):
@@ -87,7 +97,13 @@ def test_deeply_nested_json_in_tool_call_does_not_raise():
     assert not parsed.format_ok and parsed.tool_calls[0].error
 
 
-@pytest.mark.parametrize("value", [None, 42, b"bytes", ["list"]])
+class _Unprintable:
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+@pytest.mark.parametrize("value", [None, 42, b"bytes", ["list"], pytest.param(10 ** 5000, id="huge-int"),
+                                   pytest.param(_Unprintable(), id="unprintable")])
 def test_non_string_input(value):
     parsed = parse_response(value, THINK_ANSWER)
     assert not parsed.format_ok
@@ -107,6 +123,15 @@ def test_any_text_parses(text):
 @settings(max_examples=300, deadline=None)
 def test_any_tag_soup_parses(pieces):
     parse_response("".join(pieces), STRICT)
+
+
+@given(st.lists(st.sampled_from(["<tool_call>", "</tool_call>", '{"name": "t", "arguments": ', "}", "[", "]",
+                                 "1" * 4400, '"', "\\", ", ", "\ud800"]), max_size=30))
+@settings(max_examples=200, deadline=None)
+def test_any_tool_call_soup_parses(pieces):
+    """Huge numbers, brackets and lone surrogates inside tool calls: a result, never an exception."""
+    parsed = parse_response("".join(pieces), TOOLS)
+    assert parsed.format_ok or parsed.errors
 
 
 def test_split_actions():

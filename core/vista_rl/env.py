@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import abc
 import math
+import numbers
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +34,22 @@ class StepResult:
         self.reward = float(self.reward)
         if not math.isfinite(self.reward):
             raise ValueError(f"step reward must be finite, got {self.reward}")
+
+
+def episode_seed(seed: object, default: int = 0) -> int:
+    """``seed`` as the int an env draws its episode from; ``None`` gives ``default``.
+
+    ``int(seed)`` would silently play seed 1 for ``1.5`` (and seed 1 for ``True``), so two runs that
+    asked for different seeds would share episodes without a word.  Whole numbers pass (NumPy ints,
+    and floats like ``3.0`` that JSON round trips produce); anything else is a clear ``ValueError``.
+    """
+    if seed is None:
+        return default
+    if isinstance(seed, numbers.Integral) and not isinstance(seed, bool):
+        return int(seed)
+    if isinstance(seed, float) and seed.is_integer():
+        return int(seed)
+    raise ValueError(f"seed must be a whole number, got {seed!r}")
 
 
 class Env(abc.ABC):

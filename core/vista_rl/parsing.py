@@ -89,13 +89,24 @@ def _preview(text: str) -> str:
     return text if len(text) <= _PREVIEW else text[:_PREVIEW] + "..."
 
 
+def _loads(text: str) -> tuple[Any, str | None]:
+    """``json.loads`` that never raises: ``(value, None)`` or ``(None, reason)``.
+
+    Beyond ``JSONDecodeError``, model output can trip Python's own limits: an integer of more than
+    4,300 digits is a plain ``ValueError`` and deep nesting a ``RecursionError``; both are bad
+    JSON as far as the model is concerned.
+    """
+    try:
+        return json.loads(text), None
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+        return None, f"{exc.__class__.__name__}: {getattr(exc, 'msg', exc)}"
+
+
 def _parse_tool_call(raw: str) -> ParsedToolCall:
     text = raw.strip()
-    try:
-        payload = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        return ParsedToolCall(None, None, raw, f"tool call is not valid JSON ({exc.__class__.__name__}: "
-                                               f"{getattr(exc, 'msg', exc)}): {_preview(text)!r}")
+    payload, problem = _loads(text)
+    if problem is not None:
+        return ParsedToolCall(None, None, raw, f"tool call is not valid JSON ({_preview(problem)}): {_preview(text)!r}")
     if not isinstance(payload, dict):
         return ParsedToolCall(None, None, raw, 'tool call must be a JSON object like {"name": ..., "arguments": {...}}')
     name = payload.get("name")
@@ -103,9 +114,8 @@ def _parse_tool_call(raw: str) -> ParsedToolCall:
         return ParsedToolCall(None, None, raw, 'tool call needs a string "name"')
     arguments = payload.get("arguments", {})
     if isinstance(arguments, str):  # some models double-encode the arguments
-        try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError:
+        arguments, problem = _loads(arguments) if arguments.strip() else ({}, None)
+        if problem is not None:
             return ParsedToolCall(name, None, raw, f'"arguments" of {name} is a string that is not JSON')
     if not isinstance(arguments, dict):
         return ParsedToolCall(name, None, raw, f'"arguments" of {name} must be a JSON object')
@@ -116,7 +126,10 @@ def parse_response(text: object, response_format: ResponseFormat | None = None) 
     """Parse ``text`` against ``response_format``; never raises."""
     fmt = response_format or ResponseFormat()
     if not isinstance(text, str):
-        text = "" if text is None else str(text)
+        try:
+            text = "" if text is None else str(text)
+        except Exception:  # noqa: BLE001 - an object whose __str__ fails is just unreadable output
+            text = ""
     result = ParsedResponse(raw=text)
     errors: list[str] = []
     stack: list[tuple[str, int, int]] = []  # (tag, start of tag, start of content)

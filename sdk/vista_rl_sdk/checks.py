@@ -34,6 +34,10 @@ GARBAGE_ACTIONS: tuple[str, ...] = (
     '<tool_call>{"name": </tool_call>',
     "ÜñíçødÉ 🤖 <answer>✓</answer>",
     "x" * 100_000,
+    "\ud800",  # a lone surrogate: a str Python holds but UTF-8 cannot encode
+    "<tool_call>" + "1" * 5000 + "</tool_call>",  # json -> int beyond Python's 4,300-digit limit
+    "<think>x</think><answer>" + "7" * 5000 + "</answer>",  # int() of the answer hits the same limit
+    "<tool_call>" + "[" * 100_000 + "</tool_call>",  # nesting past the recursion limit
 )
 INVALID_ACTION = "<think>hmm</think><answer>definitely-not-a-valid-action-xyz</answer>"
 

@@ -87,7 +87,7 @@ def test_last_wrong_answer_reveals_the_count() -> None:
 
 
 @pytest.mark.parametrize(("text", "expected"), [("7", 7), ("7 objects", 7), ("seven", 7), (" Three ", 3),
-                                                ("none", None), ("", None), (None, None)])
+                                                ("none", None), ("", None), (None, None), ("9" * 5000, None)])
 def test_read_count(text: str | None, expected: int | None) -> None:
     assert read_count(text) == expected
 
@@ -97,6 +97,29 @@ def test_malformed_answers_are_feedback() -> None:
     env.reset(seed=0)
     result = env.step("<answer>lots")
     assert not result.info["success"] and not result.info["action_valid"] and result.observation.text
+
+
+ADVERSARIAL = {
+    "huge-int-tool-call": "<tool_call>" + "1" * 5000 + "</tool_call>",
+    "huge-int-answer": "<think>x</think><answer>" + "7" * 5000 + "</answer>",
+    "deep-nesting": "<tool_call>" + "[" * 100_000 + "</tool_call>",
+    "bare-nesting": "[" * 100_000,
+    "lone-surrogate": "\ud800",
+    "empty": "",
+    "one-megabyte": "<think>" + "x" * 1_000_000 + "</think><answer>",
+}
+
+
+@pytest.mark.parametrize("env_id", [ENV_ID, CIRCLES_ID])
+@pytest.mark.parametrize("action", ADVERSARIAL.values(), ids=ADVERSARIAL.keys())
+def test_adversarial_actions_are_feedback_not_exceptions(env_id: str, action: str) -> None:
+    env = vista_rl.make_env(env_id)
+    env.reset(seed=0)
+    result = env.step(action)
+    assert result.reward == 0.0 and not result.info["success"] and not result.info["action_valid"]
+    assert result.info["format_ok"] is ("<answer>" + "7" in action)  # only the huge answer is well formed
+    assert result.observation.text.startswith(
+        "Your answer must be a whole number" if result.info["format_ok"] else "Invalid response format")
 
 
 def test_pixels_of_a_fixed_seed_are_pinned() -> None:

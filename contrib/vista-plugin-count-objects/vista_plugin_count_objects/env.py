@@ -61,7 +61,12 @@ def read_count(answer: str | None) -> int | None:
     if text in NUMBER_WORDS:
         return NUMBER_WORDS[text]
     match = INTEGER.search(text)
-    return int(match.group()) if match else None
+    if match is None:
+        return None
+    try:
+        return int(match.group())
+    except ValueError:  # more than 4,300 digits: Python refuses to convert it, and it is no count
+        return None
 
 
 def draw_shape(draw: ImageDraw.ImageDraw, shape: str, box: tuple[int, int, int, int],

@@ -20,6 +20,7 @@ from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from vista_rl import Env, Observation, StepResult
+from vista_rl.env import episode_seed
 from vista_rl.games.formats import FormatSpec, PromptFormat, format_spec
 from vista_rl.parsing import parse_response, split_actions
 
@@ -165,7 +166,7 @@ class TextGameEnv(Env):
                 + self._format.instructions(self.config.action_sep, self.config.max_actions_per_step, example))
 
     def reset(self, seed: int | None = None) -> tuple[Observation, dict[str, Any]]:
-        seed = 0 if seed is None else int(seed)
+        seed = episode_seed(seed)
         self._new_episode(seed)
         self._done, self._started, self._steps, self._success = False, True, 0, False
         state, rels = self._truth()

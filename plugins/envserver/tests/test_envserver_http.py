@@ -211,6 +211,40 @@ def test_crashing_env_fails_only_its_item() -> None:
         assert env.step("ok").reward == 1.0
 
 
+def test_lone_surrogate_action_is_a_bad_action_not_an_exception(server: BackgroundServer) -> None:
+    """``"\\ud800"`` cannot be UTF-8 encoded; it must reach the env as an ordinary malformed action."""
+    with RemoteEnv(server.url) as env:
+        env.reset(seed=2)
+        result = env.step("\ud800")
+        assert not result.truncated and "env_error" not in result.info
+        assert result.info["format_ok"] is False and result.reward == 0.0
+        assert result.observation.text.startswith("Invalid response format")
+        # a surrogate pair split into two code points is joined, a lone one replaced: the answer still counts
+        _, info = env.reset(seed=3)
+        result = env.step(f"<think>\ud83d\ude00 \udfff</think><answer>{info['answer']}</answer>")
+        assert result.reward == 1.0 and result.info["success"]
+
+
+class _SurrogateEnv(Env):
+    """Echoes a lone surrogate in its observation (say, from a byte-level detokenizer)."""
+
+    def reset(self, seed: int | None = None) -> tuple[Observation, dict[str, Any]]:
+        return Observation("start \ud800"), {}
+
+    def step(self, action: str) -> StepResult:
+        return StepResult(Observation(f"you said {action!s} \udc80"), 0.0, False, False)
+
+
+def test_surrogates_in_observations_do_not_fail_the_batch() -> None:
+    settings = ServerSettings(env_ids=["test/surrogate-v0"])
+    app = create_app(settings, make_env=lambda _id, _config: _SurrogateEnv())
+    with BackgroundServer(settings, app=app) as server, RemoteEnv(server.url) as env:
+        observation, _ = env.reset(seed=0)
+        assert observation.text == "start \ufffd"
+        result = env.step("hi")
+        assert not result.truncated and result.observation.text == "you said hi \ufffd"
+
+
 def test_remote_env_step_survives_a_dead_server() -> None:
     server = BackgroundServer(ServerSettings(env_ids=[ENV_ID])).start()
     env = RemoteEnv(server.url, timeout_s=2)

@@ -17,11 +17,13 @@ import httpx
 
 from vista_plugin_envserver.codec import (
     CONTENT_TYPE,
+    CodecError,
     ImageEncoding,
     decode_observation,
     decode_step,
     pack,
     unpack,
+    wire_text,
 )
 from vista_rl.env import Env, StepResult
 from vista_rl.errors import VistaError
@@ -109,7 +111,7 @@ class EnvServerClient:
                 else ItemError(str(r.get("error"))) for r in reply["results"]]
 
     def step(self, items: Sequence[tuple[str, str]]) -> list[StepResult | ItemError]:
-        reply = self._post("/step", {"items": [{"session": s, "action": a} for s, a in items],
+        reply = self._post("/step", {"items": [{"session": s, "action": wire_text(a) if isinstance(a, str) else a} for s, a in items],
                                      "image_encoding": self.image_encoding})
         return [decode_step(r) if r.get("ok") else ItemError(str(r.get("error"))) for r in reply["results"]]
 
@@ -157,7 +159,7 @@ class RemoteEnv(Env):
     def step(self, action: str) -> StepResult:
         try:
             result = self.client.step([(self.session.id, action)])[0]
-        except EnvServerError as exc:
+        except (EnvServerError, CodecError) as exc:  # CodecError: the server's reply did not decode
             return _failed_step(str(exc))
         if isinstance(result, ItemError):
             return _failed_step(f"remote {self.env_id} {result.message}")

@@ -67,8 +67,19 @@ def decode_image(payload: Any) -> Image.Image:
     raise CodecError(f"unknown image codec {codec!r}; expected one of {', '.join(IMAGE_ENCODINGS)}")
 
 
+def wire_text(text: str) -> str:
+    """``text`` as UTF-8 can carry it: lone surrogates (a ``str`` Python holds but no encoder takes,
+    e.g. ``"\\ud800"`` from a byte-level tokenizer) become U+FFFD and split surrogate pairs are
+    joined, so one odd character cannot fail a whole msgpack body."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    return text
+
+
 def encode_observation(observation: Observation, encoding: ImageEncoding = "raw") -> dict[str, Any]:
-    return {"text": observation.text, "images": [encode_image(image, encoding) for image in observation.images]}
+    return {"text": wire_text(observation.text), "images": [encode_image(image, encoding) for image in observation.images]}
 
 
 def decode_observation(payload: Any) -> Observation:

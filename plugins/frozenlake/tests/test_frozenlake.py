@@ -51,6 +51,13 @@ def test_pixels_of_a_fixed_seed_are_pinned():
     assert other.images[0].tobytes() != image.tobytes()
 
 
+def test_a_fractional_seed_is_an_error_not_another_episode():
+    env = vista_rl.make_env(ENV_ID)
+    with pytest.raises(ValueError, match="seed must be a whole number, got 1.5"):
+        env.reset(seed=1.5)  # int(1.5) used to play seed 1 without a word
+    assert env.reset(seed=1.0)[1]["seed"] == 1
+
+
 def test_generated_maps_have_a_path_random_ends_and_respect_the_range():
     starts, goals = set(), set()
     for seed in range(200):

@@ -48,6 +48,28 @@ def test_malformed_answers_are_feedback():
     assert "1 to 9" in result.observation.text or "format" in result.observation.text.lower()
 
 
+ADVERSARIAL = {
+    "huge-int-tool-call": "<tool_call>" + "1" * 5000 + "</tool_call>",
+    "huge-int-answer": "<think>x</think><answer>" + "7" * 5000 + "</answer>",
+    "deep-nesting": "<tool_call>" + "[" * 100_000 + "</tool_call>",
+    "bare-nesting": "[" * 100_000,
+    "lone-surrogate": "\ud800",
+    "empty": "",
+    "one-megabyte": "<think>" + "x" * 1_000_000 + "</think><answer>",
+}
+
+
+@pytest.mark.parametrize("action", ADVERSARIAL.values(), ids=ADVERSARIAL.keys())
+def test_adversarial_actions_are_feedback_not_exceptions(action):
+    env = vista_rl.make_env(ENV_ID, format_reward=0.5)
+    env.reset(seed=0)
+    result = env.step(action)
+    well_formed = action.startswith("<think>x</think><answer>7")  # only the huge answer has the right tags
+    assert result.terminated and not result.info["success"] and not result.info["action_valid"]
+    assert result.info["format_ok"] is well_formed and result.reward == (0.5 if well_formed else 0.0)
+    assert result.observation.text.startswith("Your answer must be" if well_formed else "Invalid response format")
+
+
 def test_bad_config_names_the_key():
     with pytest.raises(Exception, match="grid"):
         vista_rl.make_env(ENV_ID, grid=99)

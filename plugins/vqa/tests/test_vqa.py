@@ -31,6 +31,13 @@ def test_conformance(roots, env_id, dataset, extra):
     check_env(env_id, {"dataset": name, "dataset_config": roots[dataset], **extra})
 
 
+def test_a_fractional_seed_is_an_error_not_another_problem(roots):
+    env = vista_rl.make_env(MC, dataset="geometry3k", dataset_config=roots["geometry3k"])
+    with pytest.raises(ValueError, match="seed must be a whole number, got 1.5"):
+        env.reset(seed=1.5)  # int(1.5) used to pick problem 1 without a word
+    assert env.reset(seed=1.0)[1] == env.reset(seed=1)[1]
+
+
 def test_multiple_choice_oracle_and_judging(roots):
     env = vista_rl.make_env(MC, dataset="geometry3k", dataset_config=roots["geometry3k"])
     observation, info = env.reset(seed=0)

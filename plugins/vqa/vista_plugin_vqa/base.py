@@ -28,6 +28,7 @@ from pydantic import Field
 import vista_rl
 from vista_plugin_vqa.reflection import ReflectionConfig, attempt_factor, feedback_text
 from vista_rl import Env, Observation, StepResult
+from vista_rl.env import episode_seed
 from vista_rl.parsing import ParsedResponse, ParsedToolCall, ResponseFormat, parse_response
 from vista_rl.tool import ToolContext
 
@@ -146,7 +147,7 @@ class ToolQAEnv(Env):
 
     def reset(self, seed: int | None = None) -> tuple[Observation, dict[str, Any]]:
         self._reset_state()
-        self.problem = self.make_problem(0 if seed is None else int(seed))
+        self.problem = self.make_problem(episode_seed(seed))
         self.images = list(self.problem.images)
         self.image_budget_used = len(self.images)
         self.done = False
