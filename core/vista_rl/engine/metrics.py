@@ -13,7 +13,7 @@ from typing import Any
 
 from vista_rl.engine.checkpoint import DiskFullError
 
-METRICS_FILE = "metrics.jsonl"
+STEP_METRICS_FILE = "metrics.jsonl"  # per-step log of a training run (not the eval summary metrics.json)
 EVAL_FILE = "eval.jsonl"
 PLOT_FILE = "reward_success.png"
 
@@ -58,7 +58,7 @@ class MetricsLogger:
         except ImportError:
             print("vista: tensorboard is not installed; metrics go to metrics.jsonl only", file=sys.stderr)
 
-    def log(self, record: dict[str, Any], file: str = METRICS_FILE) -> None:
+    def log(self, record: dict[str, Any], file: str = STEP_METRICS_FILE) -> None:
         append_jsonl(self.run_dir / file, record)
         if self._tb is None:
             return
@@ -85,7 +85,7 @@ def plot_reward_success(run_dir: Path) -> Path | None:
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    steps = [row for row in read_jsonl(run_dir / METRICS_FILE) if row.get("stage") == "rl"]
+    steps = [row for row in read_jsonl(run_dir / STEP_METRICS_FILE) if row.get("stage") == "rl"]
     evals = read_jsonl(run_dir / EVAL_FILE)
     if not steps and not evals:
         return None

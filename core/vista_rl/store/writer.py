@@ -26,14 +26,9 @@ from pydantic import BaseModel
 
 from vista_rl.plugins import core_version, get_plugins
 from vista_rl.store.images import image_hash, save_image
+from vista_rl.store.layout import CONFIG_FILE, IMAGES_DIR, SUMMARY_METRICS_FILE, TRAJECTORIES_FILE, VERSIONS_FILE
 from vista_rl.trajectory import Trajectory
 
-TRAJECTORIES_FILE = "trajectories.jsonl"
-IMAGES_DIR = "images"
-CONFIG_FILE = "config.yaml"
-VERSIONS_FILE = "versions.json"
-METRICS_FILE = "metrics.json"
-HTML_FILE = "trajectories.html"
 
 
 def json_default(value: Any) -> Any:
@@ -116,7 +111,7 @@ class RunWriter:
         self.count += 1
 
     def write_metrics(self, metrics: Mapping[str, Any]) -> Path:
-        path = self.run_dir / METRICS_FILE
+        path = self.run_dir / SUMMARY_METRICS_FILE
         path.write_text(json.dumps(_finite(json.loads(json.dumps(metrics, default=json_default))), indent=2),
                         encoding="utf-8")
         return path
