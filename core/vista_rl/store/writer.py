@@ -26,9 +26,14 @@ from pydantic import BaseModel
 
 from vista_rl.plugins import core_version, get_plugins
 from vista_rl.store.images import image_hash, save_image
-from vista_rl.store.layout import CONFIG_FILE, IMAGES_DIR, SUMMARY_METRICS_FILE, TRAJECTORIES_FILE, VERSIONS_FILE
+from vista_rl.store.layout import (
+    CONFIG_FILE,
+    IMAGES_DIR,
+    SUMMARY_METRICS_FILE,
+    TRAJECTORIES_FILE,
+    VERSIONS_FILE,
+)
 from vista_rl.trajectory import Trajectory
-
 
 
 def json_default(value: Any) -> Any:
