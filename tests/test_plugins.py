@@ -145,7 +145,7 @@ def test_loading_is_idempotent(install_plugin, fresh_host: PluginHost):
 def test_import_vista_runs_no_plugin_code(install_plugin, tmp_path):
     site = install_plugin("vista-plugin-side", SIDE_EFFECT)
     marker = tmp_path / "marker.txt"
-    code = ("import sys, vista; "
+    code = ("import sys, vista_rl; "
             "assert not any(m.startswith('vista_plugin') for m in sys.modules), sorted(sys.modules); "
             "print('clean')")
     env = {"PYTHONPATH": str(site), "SIDE_EFFECT_FILE": str(marker), "PATH": "/usr/bin:/bin"}
@@ -153,7 +153,7 @@ def test_import_vista_runs_no_plugin_code(install_plugin, tmp_path):
     assert done.returncode == 0, done.stderr
     assert not marker.exists()
     # ...and the first registry query does run it
-    code = "import vista; vista_rl.make_judge('side/judge'); print('ok')"
+    code = "import vista_rl; vista_rl.make_judge('side/judge'); print('ok')"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 0, done.stderr
     assert marker.read_text() == "imported"
@@ -206,7 +206,7 @@ def test_cli_plugins_json_lists_the_example_plugin():
 def test_cli_version_lists_plugins():
     done = run_vista("--version")
     assert done.returncode == 0
-    assert done.stdout.startswith("vista 0.1.0") and "vista-plugin-oddshape 0.1.0" in done.stdout
+    assert done.stdout.startswith("vista-rl 0.1.0") and "vista-plugin-oddshape 0.1.0" in done.stdout
 
 
 @pytest.mark.parametrize("kind", ["envs", "tools", "judges", "estimators", "models", "datasets", "engines"])

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from vista_rl.engine.checkpoint import DiskFullError
+from vista_rl.jsonable import json_default
 
 STEP_METRICS_FILE = "metrics.jsonl"  # per-step log of a training run (not the eval summary metrics.json)
 EVAL_FILE = "eval.jsonl"
@@ -21,18 +22,12 @@ PLOT_FILE = "reward_success.png"
 def append_jsonl(path: Path, record: dict[str, Any]) -> None:
     try:
         with path.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record, default=_json_default) + "\n")
+            handle.write(json.dumps(record, default=json_default) + "\n")
     except OSError as exc:
         if exc.errno == errno.ENOSPC:
             raise DiskFullError(f"out of disk space while appending to {path}; earlier lines are intact. "
                                 f"Free some space, then continue with `vista train --resume {path.parent}`") from None
         raise
-
-
-def _json_default(value: Any) -> Any:
-    if hasattr(value, "item"):
-        return value.item()
-    return str(value)
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:

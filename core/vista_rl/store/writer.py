@@ -24,6 +24,7 @@ from typing import IO, Any
 import yaml
 from pydantic import BaseModel
 
+from vista_rl.jsonable import json_default
 from vista_rl.plugins import core_version, get_plugins
 from vista_rl.store.images import image_hash, save_image
 from vista_rl.store.layout import (
@@ -34,17 +35,6 @@ from vista_rl.store.layout import (
     VERSIONS_FILE,
 )
 from vista_rl.trajectory import Trajectory
-
-
-def json_default(value: Any) -> Any:
-    """Whatever an env put in ``info`` must not stop a trajectory from being saved."""
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    if isinstance(value, (set, frozenset, tuple)):
-        return list(value)
-    if hasattr(value, "tolist"):  # numpy arrays and scalars
-        return value.tolist()
-    return repr(value)
 
 
 def _finite(value: Any) -> Any:
