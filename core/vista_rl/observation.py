@@ -8,6 +8,7 @@ meant them to go.
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -95,3 +96,14 @@ class Message:
 
 
 Chat = list[Message]
+
+
+def observation_fingerprint(observation: Observation) -> str:
+    """A hash of the text and every image's mode, size and pixels, to compare observations across
+    processes (determinism checks, restored remote envs).  Equal observations hash equal whatever
+    object identity or PNG encoding they came with."""
+    digest = hashlib.sha256(observation.text.encode("utf-8", "surrogatepass"))
+    for image in observation.images:
+        digest.update(f"{image.mode}{image.size}".encode())
+        digest.update(image.tobytes())
+    return digest.hexdigest()

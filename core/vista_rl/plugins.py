@@ -29,7 +29,7 @@ import pluggy
 
 from vista_rl import hookspecs
 from vista_rl.errors import DuplicateItemError, PluginLoadError
-from vista_rl.registry import ItemSpec, Registry
+from vista_rl.registry import ItemSpec, Registry, resolve_import_path
 
 ENTRY_POINT_GROUP = "vista_rl"
 #: The group plugins used before the rename to ``vista-rl``; still read (with a deprecation warning)
@@ -238,10 +238,8 @@ class PluginHost:
     def _import_and_register(self, info: PluginInfo, module_name: str) -> None:
         self._plugins[info.name] = info
         try:
-            module = importlib.import_module(module_name.split(":")[0])
-            if ":" in module_name:
-                for attr in module_name.split(":", 1)[1].split("."):
-                    module = getattr(module, attr)
+            # A plain dotted name is imported as is, so an ImportError inside the plugin surfaces.
+            module = resolve_import_path(module_name) if ":" in module_name else importlib.import_module(module_name)
         except BaseException as exc:  # noqa: BLE001 - a plugin may raise anything at import
             if isinstance(exc, KeyboardInterrupt):
                 raise

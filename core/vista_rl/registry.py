@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import difflib
 import functools
-import importlib
 import inspect
+import pkgutil
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -19,6 +19,23 @@ from typing import Any
 from vista_rl.errors import DuplicateItemError, UnknownItemError
 
 _VERSION_SUFFIX = re.compile(r"^(?P<base>.+)-v(?P<version>\d+)$")
+
+
+def is_import_path(text: str) -> bool:
+    """Whether ``text`` reads as ``package.module:Object`` rather than a registered id.
+
+    Registered ids may contain ``/`` (``gymnasium/FrozenLake-v1``) but module names never do, so
+    the part before the colon decides."""
+    module_name, sep, _ = text.partition(":")
+    return bool(sep) and "/" not in module_name
+
+
+def resolve_import_path(path: str) -> Any:
+    """The object named by ``package.module:Object.attr``, importing its module.
+
+    The one resolver for such strings (registry targets, env factories given by path), built on
+    :func:`pkgutil.resolve_name` so the format matches the standard library's."""
+    return pkgutil.resolve_name(path)
 
 
 @dataclass(frozen=True)
@@ -61,10 +78,7 @@ class ItemSpec:
                 f"{self.kind} {self.id!r} from {self.distribution} has target {self.target!r}; "
                 "expected 'package.module:Object'"
             )
-        obj: Any = importlib.import_module(module_name)
-        for part in attr.split("."):
-            obj = getattr(obj, part)
-        return obj
+        return resolve_import_path(self.target)
 
     def to_dict(self) -> dict[str, Any]:
         return {

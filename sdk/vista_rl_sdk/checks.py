@@ -6,7 +6,6 @@ plugin author sees the whole picture in one run.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import os
@@ -21,7 +20,8 @@ from PIL import Image
 import vista_rl
 from vista_rl.env import Env, StepResult
 from vista_rl.judge import Judge
-from vista_rl.observation import Observation, count_placeholders
+from vista_rl.observation import Observation, count_placeholders, observation_fingerprint
+from vista_rl.registry import is_import_path, resolve_import_path
 from vista_rl.tool import Tool, ToolContext, ToolResult
 
 GARBAGE_ACTIONS: tuple[str, ...] = (
@@ -85,15 +85,6 @@ def _factory_path(factory: EnvFactory) -> str | None:
     return f"{module}:{qualname}"
 
 
-def observation_fingerprint(observation: Observation) -> str:
-    """A hash of the text and every image's pixels, to compare episodes across processes."""
-    digest = hashlib.sha256(observation.text.encode("utf-8", "surrogatepass"))
-    for image in observation.images:
-        digest.update(f"{image.mode}{image.size}".encode())
-        digest.update(image.tobytes())
-    return digest.hexdigest()
-
-
 def fingerprints(factory: EnvFactory, config: dict[str, Any], seeds: Sequence[int]) -> list[str]:
     out = []
     for seed in seeds:
@@ -121,14 +112,8 @@ def _fingerprint_main(payload: str) -> None:
     data = json.loads(payload)
     path: str = data["path"]
     factory: EnvFactory = path
-    if ":" in path and "/" not in path.split(":")[0]:
-        import importlib
-
-        module_name, _, qualname = path.partition(":")
-        obj: Any = importlib.import_module(module_name)
-        for part in qualname.split("."):
-            obj = getattr(obj, part)
-        factory = obj
+    if is_import_path(path):
+        factory = resolve_import_path(path)
     print(json.dumps(fingerprints(factory, data["config"], data["seeds"])))
 
 

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import vista_rl
+from vista_rl.observation import observation_fingerprint
 
 
 def model_outputs(action_names: Sequence[str], sep: str = ",") -> Any:
@@ -51,9 +52,7 @@ def episode_fingerprint(env_id: str, config: dict[str, Any], seed: int, response
     digest = hashlib.sha256()
 
     def add(observation: vista_rl.Observation, *extra: object) -> None:
-        digest.update(observation.text.encode("utf-8", "surrogatepass"))
-        for image in observation.images:
-            digest.update(image.tobytes())
+        digest.update(observation_fingerprint(observation).encode())
         digest.update(repr(extra).encode())
 
     observation, _ = env.reset(seed=seed)

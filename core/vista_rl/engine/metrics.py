@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from vista_rl.engine.checkpoint import DiskFullError
+from vista_rl.jsonable import json_default
 
-METRICS_FILE = "metrics.jsonl"
+STEP_METRICS_FILE = "metrics.jsonl"  # per-step log of a training run (not the eval summary metrics.json)
 EVAL_FILE = "eval.jsonl"
 PLOT_FILE = "reward_success.png"
 
@@ -21,18 +22,12 @@ PLOT_FILE = "reward_success.png"
 def append_jsonl(path: Path, record: dict[str, Any]) -> None:
     try:
         with path.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(record, default=_json_default) + "\n")
+            handle.write(json.dumps(record, default=json_default) + "\n")
     except OSError as exc:
         if exc.errno == errno.ENOSPC:
             raise DiskFullError(f"out of disk space while appending to {path}; earlier lines are intact. "
                                 f"Free some space, then continue with `vista train --resume {path.parent}`") from None
         raise
-
-
-def _json_default(value: Any) -> Any:
-    if hasattr(value, "item"):
-        return value.item()
-    return str(value)
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -58,7 +53,7 @@ class MetricsLogger:
         except ImportError:
             print("vista: tensorboard is not installed; metrics go to metrics.jsonl only", file=sys.stderr)
 
-    def log(self, record: dict[str, Any], file: str = METRICS_FILE) -> None:
+    def log(self, record: dict[str, Any], file: str = STEP_METRICS_FILE) -> None:
         append_jsonl(self.run_dir / file, record)
         if self._tb is None:
             return
@@ -85,7 +80,7 @@ def plot_reward_success(run_dir: Path) -> Path | None:
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    steps = [row for row in read_jsonl(run_dir / METRICS_FILE) if row.get("stage") == "rl"]
+    steps = [row for row in read_jsonl(run_dir / STEP_METRICS_FILE) if row.get("stage") == "rl"]
     evals = read_jsonl(run_dir / EVAL_FILE)
     if not steps and not evals:
         return None

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from vista_rl.observation import IMAGE_PLACEHOLDER
+from vista_rl.store.layout import HTML_FILE, IMAGES_DIR
 from vista_rl.store.reader import RunReader
-from vista_rl.store.writer import HTML_FILE, IMAGES_DIR
 
 DEFAULT_LIMIT = 2000
 

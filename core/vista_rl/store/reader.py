@@ -13,7 +13,13 @@ from PIL import Image
 
 from vista_rl.errors import VistaError
 from vista_rl.store.images import image_path
-from vista_rl.store.writer import CONFIG_FILE, IMAGES_DIR, METRICS_FILE, TRAJECTORIES_FILE, VERSIONS_FILE
+from vista_rl.store.layout import (
+    CONFIG_FILE,
+    IMAGES_DIR,
+    SUMMARY_METRICS_FILE,
+    TRAJECTORIES_FILE,
+    VERSIONS_FILE,
+)
 from vista_rl.trajectory import Trajectory
 
 
@@ -78,4 +84,4 @@ class RunReader:
         return self._json(VERSIONS_FILE)
 
     def metrics(self) -> dict[str, Any]:
-        return self._json(METRICS_FILE)
+        return self._json(SUMMARY_METRICS_FILE)

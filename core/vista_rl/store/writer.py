@@ -24,27 +24,17 @@ from typing import IO, Any
 import yaml
 from pydantic import BaseModel
 
+from vista_rl.jsonable import json_default
 from vista_rl.plugins import core_version, get_plugins
 from vista_rl.store.images import image_hash, save_image
+from vista_rl.store.layout import (
+    CONFIG_FILE,
+    IMAGES_DIR,
+    SUMMARY_METRICS_FILE,
+    TRAJECTORIES_FILE,
+    VERSIONS_FILE,
+)
 from vista_rl.trajectory import Trajectory
-
-TRAJECTORIES_FILE = "trajectories.jsonl"
-IMAGES_DIR = "images"
-CONFIG_FILE = "config.yaml"
-VERSIONS_FILE = "versions.json"
-METRICS_FILE = "metrics.json"
-HTML_FILE = "trajectories.html"
-
-
-def json_default(value: Any) -> Any:
-    """Whatever an env put in ``info`` must not stop a trajectory from being saved."""
-    if isinstance(value, BaseModel):
-        return value.model_dump(mode="json")
-    if isinstance(value, (set, frozenset, tuple)):
-        return list(value)
-    if hasattr(value, "tolist"):  # numpy arrays and scalars
-        return value.tolist()
-    return repr(value)
 
 
 def _finite(value: Any) -> Any:
@@ -116,7 +106,7 @@ class RunWriter:
         self.count += 1
 
     def write_metrics(self, metrics: Mapping[str, Any]) -> Path:
-        path = self.run_dir / METRICS_FILE
+        path = self.run_dir / SUMMARY_METRICS_FILE
         path.write_text(json.dumps(_finite(json.loads(json.dumps(metrics, default=json_default))), indent=2),
                         encoding="utf-8")
         return path

@@ -16,7 +16,6 @@ Failure handling (why this module exists rather than plain actor calls):
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import itertools
 import threading
 import uuid
@@ -29,7 +28,7 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 from vista_plugin_ray.worker import EnvWorker
 from vista_rl.env import Env, StepResult
 from vista_rl.errors import VistaError
-from vista_rl.observation import Observation
+from vista_rl.observation import Observation, observation_fingerprint
 
 Recovery = Literal["replay", "fail"]
 
@@ -40,14 +39,6 @@ class EnvWorkerError(VistaError):
 
 class WorkerLost(Exception):
     """The actor behind a call died or hung (internal signal)."""
-
-
-def _fingerprint(observation: Observation) -> str:
-    digest = hashlib.sha256(observation.text.encode("utf-8", "surrogatepass"))
-    for image in observation.images:
-        digest.update(f"{image.mode}{image.size}".encode())
-        digest.update(image.tobytes())
-    return digest.hexdigest()
 
 
 def _failed_step(message: str, **info: Any) -> StepResult:
@@ -201,7 +192,7 @@ class RayEnv(Env):
         if self.pool.recovery != "replay":
             raise EnvWorkerError("the worker died mid-episode (recovery='fail')")
         observation, _ = self._get(self._handle.reset.remote(self.slot, self._seed))
-        if _fingerprint(observation) != self._first_fingerprint:
+        if observation_fingerprint(observation) != self._first_fingerprint:
             raise EnvWorkerError("replay gave a different first observation: the env is not deterministic")
         for action in self._actions:
             self._get(self._handle.step.remote(self.slot, action))
@@ -224,7 +215,7 @@ class RayEnv(Env):
         else:
             raise EnvWorkerError(f"reset of {self.pool.env} failed twice on fresh Ray workers")
         self._seed, self._actions = seed, []
-        self._first_fingerprint = _fingerprint(observation)
+        self._first_fingerprint = observation_fingerprint(observation)
         self._episode_open = True
         return observation, info
 

@@ -8,7 +8,6 @@ importable ``"package.module:Class"`` path instead of an id.
 
 from __future__ import annotations
 
-import importlib
 import os
 import socket
 from typing import Any
@@ -16,16 +15,13 @@ from typing import Any
 import vista_rl
 from vista_rl.env import Env, StepResult
 from vista_rl.observation import Observation
+from vista_rl.registry import is_import_path, resolve_import_path
 
 
 def build_env(env: str, config: dict[str, Any]) -> Env:
     """A registered id, or an importable ``module:Class`` path (for envs outside plugins)."""
-    module_name, sep, attr = env.partition(":")
-    if sep and "/" not in module_name:
-        target: Any = importlib.import_module(module_name)
-        for part in attr.split("."):
-            target = getattr(target, part)
-        made = target(**config)
+    if is_import_path(env):
+        made = resolve_import_path(env)(**config)
         if not isinstance(made, Env):
             raise TypeError(f"{env} made a {type(made).__name__}, not a vista_rl.Env")
         return made
