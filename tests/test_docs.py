@@ -21,7 +21,7 @@ from tests.docblocks import DOCS, REPO, code_blocks
 from vista_rl import hookspecs
 
 HOOKS = sorted(name for name, obj in vars(hookspecs).items()
-               if inspect.isfunction(obj) and hasattr(obj, "vista_spec"))
+               if inspect.isfunction(obj) and hasattr(obj, f"{hookspecs.PROJECT_NAME}_spec"))
 TEST_SUITES = ("tests", "plugins/*/tests", "contrib/*/tests")
 
 

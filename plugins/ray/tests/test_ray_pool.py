@@ -139,7 +139,9 @@ def test_a_hung_worker_times_out_and_nothing_hangs() -> None:
         env.step("+1")
         started = time.monotonic()
         result = env.step("sleep")  # hangs on the worker; replayed on the replacement it hangs again
-        assert time.monotonic() - started < 15
+        # Two 2 s timeouts plus a worker restart; the bound only separates "gave up" from "hung for
+        # the hour the env sleeps", with room for a loaded 2-core machine (a restart took 20 s there).
+        assert time.monotonic() - started < 120
         assert result.truncated and "could not be restored" in result.info["env_error"]
         assert env.reset(seed=2)[1]["state"] == 20  # and the env is usable again
 
