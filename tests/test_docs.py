@@ -41,7 +41,7 @@ def test_hook_is_documented(hook: str) -> None:
     for parameter in parameters:
         assert f"| `{parameter}` |" in section, f"parameter {parameter!r} is not in the Parameters table"
     examples = "\n".join(code_blocks(page))
-    assert re.search(rf"@vista\.hookimpl\s+def {hook}\(", examples), "the example must implement the hook"
+    assert re.search(rf"@vista_rl\.hookimpl\s+def {hook}\(", examples), "the example must implement the hook"
 
 
 def test_no_page_for_a_hook_that_does_not_exist() -> None:
