@@ -24,8 +24,19 @@ from vista_rl.observation import Observation, count_placeholders, observation_fi
 from vista_rl.registry import is_import_path, resolve_import_path
 from vista_rl.tool import Tool, ToolContext, ToolResult
 
+#: Hostile model outputs by name, for plugin tests that assert what an env answers to each one
+#: (``pytest.mark.parametrize("action", ADVERSARIAL_ACTIONS.values(), ids=ADVERSARIAL_ACTIONS.keys())``).
+ADVERSARIAL_ACTIONS: dict[str, str] = {
+    "huge-int-tool-call": "<tool_call>" + "1" * 5000 + "</tool_call>",  # json -> int past the 4,300-digit limit
+    "huge-int-answer": "<think>x</think><answer>" + "7" * 5000 + "</answer>",  # int() of the answer: same limit
+    "deep-nesting": "<tool_call>" + "[" * 100_000 + "</tool_call>",  # nesting past the recursion limit
+    "bare-nesting": "[" * 100_000,
+    "lone-surrogate": "\ud800",  # a str Python holds but UTF-8 cannot encode
+    "empty": "",
+    "one-megabyte": "<think>" + "x" * 1_000_000 + "</think><answer>",
+}
+#: What ``check_env`` steps every env with: none may raise.
 GARBAGE_ACTIONS: tuple[str, ...] = (
-    "",
     "   ",
     "\x00\x01\x02",
     "<answer>",
@@ -34,10 +45,7 @@ GARBAGE_ACTIONS: tuple[str, ...] = (
     '<tool_call>{"name": </tool_call>',
     "ÜñíçødÉ 🤖 <answer>✓</answer>",
     "x" * 100_000,
-    "\ud800",  # a lone surrogate: a str Python holds but UTF-8 cannot encode
-    "<tool_call>" + "1" * 5000 + "</tool_call>",  # json -> int beyond Python's 4,300-digit limit
-    "<think>x</think><answer>" + "7" * 5000 + "</answer>",  # int() of the answer hits the same limit
-    "<tool_call>" + "[" * 100_000 + "</tool_call>",  # nesting past the recursion limit
+    *ADVERSARIAL_ACTIONS.values(),
 )
 INVALID_ACTION = "<think>hmm</think><answer>definitely-not-a-valid-action-xyz</answer>"
 

@@ -9,6 +9,7 @@ from collections import deque
 import numpy as np
 import pytest
 import vista_rl
+from vista_rl_sdk.checks import ADVERSARIAL_ACTIONS
 
 from vista_plugin_count_objects.env import read_count
 
@@ -99,19 +100,10 @@ def test_malformed_answers_are_feedback() -> None:
     assert not result.info["success"] and not result.info["action_valid"] and result.observation.text
 
 
-ADVERSARIAL = {
-    "huge-int-tool-call": "<tool_call>" + "1" * 5000 + "</tool_call>",
-    "huge-int-answer": "<think>x</think><answer>" + "7" * 5000 + "</answer>",
-    "deep-nesting": "<tool_call>" + "[" * 100_000 + "</tool_call>",
-    "bare-nesting": "[" * 100_000,
-    "lone-surrogate": "\ud800",
-    "empty": "",
-    "one-megabyte": "<think>" + "x" * 1_000_000 + "</think><answer>",
-}
 
 
 @pytest.mark.parametrize("env_id", [ENV_ID, CIRCLES_ID])
-@pytest.mark.parametrize("action", ADVERSARIAL.values(), ids=ADVERSARIAL.keys())
+@pytest.mark.parametrize("action", ADVERSARIAL_ACTIONS.values(), ids=ADVERSARIAL_ACTIONS.keys())
 def test_adversarial_actions_are_feedback_not_exceptions(env_id: str, action: str) -> None:
     env = vista_rl.make_env(env_id)
     env.reset(seed=0)

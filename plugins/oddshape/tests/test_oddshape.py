@@ -4,6 +4,7 @@ import pytest
 
 import vista_rl
 from vista_rl_sdk import check_env
+from vista_rl_sdk.checks import ADVERSARIAL_ACTIONS
 
 ENV_ID = "oddshape/odd-colour-v0"
 
@@ -48,18 +49,9 @@ def test_malformed_answers_are_feedback():
     assert "1 to 9" in result.observation.text or "format" in result.observation.text.lower()
 
 
-ADVERSARIAL = {
-    "huge-int-tool-call": "<tool_call>" + "1" * 5000 + "</tool_call>",
-    "huge-int-answer": "<think>x</think><answer>" + "7" * 5000 + "</answer>",
-    "deep-nesting": "<tool_call>" + "[" * 100_000 + "</tool_call>",
-    "bare-nesting": "[" * 100_000,
-    "lone-surrogate": "\ud800",
-    "empty": "",
-    "one-megabyte": "<think>" + "x" * 1_000_000 + "</think><answer>",
-}
 
 
-@pytest.mark.parametrize("action", ADVERSARIAL.values(), ids=ADVERSARIAL.keys())
+@pytest.mark.parametrize("action", ADVERSARIAL_ACTIONS.values(), ids=ADVERSARIAL_ACTIONS.keys())
 def test_adversarial_actions_are_feedback_not_exceptions(action):
     env = vista_rl.make_env(ENV_ID, format_reward=0.5)
     env.reset(seed=0)
