@@ -1,7 +1,13 @@
 """The first code that runs in a sandbox process, before the untrusted code (stdlib only).
 
-It is started as ``python -I _sandbox_runner.py CONFIG_JSON`` by :mod:`vista_plugin_tools.sandbox`
-and applies, in order, every isolation layer the machine allows:
+It is started as ``python -I _sandbox_runner.py CONFIG_JSON`` by :mod:`vista_plugin_tools.sandbox`,
+by default inside bubblewrap's namespaces as the nobody user under a seccomp filter (see
+:mod:`vista_plugin_tools.isolation`; the parent reports those layers).  It then applies, in order:
+
+0. (namespaces mode) a second seccomp filter that refuses ``execve``/``execveat``, so nothing can
+   start a new program, not even a second Python without this audit hook;
+
+In the weaker ``isolation="process"`` mode it applies, in order, every layer the machine allows:
 
 1. a private network namespace (``unshare(CLONE_NEWNET)``; as non-root together with a user
    namespace), so even a raw socket reaches nothing;
@@ -37,6 +43,23 @@ def isolate_network():
     if libc.unshare(flags) == 0:
         return "network-namespace"
     return f"no-network-namespace(errno {ctypes.get_errno()})"
+
+
+def forbid_exec(program_hex):
+    """Install the parent-compiled BPF program (libseccomp output) that refuses execve/execveat."""
+    program = bytes.fromhex(program_hex)
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_ulong]
+    if libc.prctl(38, 1, None, 0, 0) != 0:  # PR_SET_NO_NEW_PRIVS
+        raise OSError(ctypes.get_errno(), "PR_SET_NO_NEW_PRIVS failed")
+    fprog = SockFprog(len(program) // 8, program)
+    if libc.prctl(22, 2, ctypes.cast(ctypes.byref(fprog), ctypes.c_void_p), 0, 0) != 0:  # PR_SET_SECCOMP, FILTER
+        raise OSError(ctypes.get_errno(), "installing the no-exec seccomp filter failed")
+    return "no-exec"
 
 
 def apply_limits(limits):
@@ -160,10 +183,20 @@ def make_audit_hook(workdir, read_roots):
 
 def main():
     config = json.loads(sys.argv[1])
-    layers = [isolate_network() if config.get("isolate_network", True) else "network-not-isolated"]
+    layers = list(config.get("layers", []))
+    if config.get("require_non_root") and (os.getuid() == 0 or os.geteuid() == 0):
+        sys.stderr.write("sandbox: refusing to run: the sandboxed process is root\n")
+        sys.exit(2)
+    if config.get("no_exec_filter"):
+        layers.append(forbid_exec(config["no_exec_filter"]))
+    if config.get("isolate_network", True):
+        layers.append(isolate_network())
+    elif not layers:
+        layers.append("network-not-isolated")
     apply_limits(config["limits"])
     layers.append("rlimits")
-    layers.append(drop_privileges(config["read_roots"]) if config.get("drop_privileges", True) else "same-user")
+    if config.get("drop_privileges", True):
+        layers.append(drop_privileges(config["read_roots"]))
     disable_raw_spawn()
     os.chdir(config["workdir"])
     with open(config["code_path"], encoding="utf-8") as source:

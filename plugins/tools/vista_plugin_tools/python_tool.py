@@ -3,19 +3,39 @@
 The episode's images are saved into the working directory as ``image_0.png``, ``image_1.png``, ...
 so code can measure pixels; any image the code saves (e.g. ``plt.savefig("plot.png")``) comes back
 as a new image.
+
+Config ``isolation``: ``"namespaces"`` (default) runs the code under bubblewrap (namespaces, nobody
+user, seccomp; see :mod:`vista_plugin_tools.isolation`).  Where the host cannot give that, every call
+is refused with an error result saying why (and a warning is logged when the tool is made), so a run
+never silently trains against a weaker sandbox.  ``"process"`` is the explicit opt-in to the weaker
+process-only sandbox, whose Python-level audit hook native code can bypass.
 """
 
 from __future__ import annotations
 
+import logging
+import signal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from vista_plugin_tools.base import ImageTool, as_rgb
-from vista_plugin_tools.sandbox import SandboxLimits, run_python
+from vista_plugin_tools import isolation as os_isolation
+from vista_plugin_tools.sandbox import ISOLATION_MODES, SandboxLimits, run_python
+from vista_rl.errors import ConfigError
 from vista_rl.tool import ToolContext, ToolResult
+
+logger = logging.getLogger(__name__)
 
 
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + f"\n... ({len(text) - limit} more characters cut)"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 class PythonTool(ImageTool):
@@ -31,7 +51,13 @@ class PythonTool(ImageTool):
 
     def __init__(self, cpu_seconds: int = 10, wall_seconds: float = 20.0, memory_mb: int = 1024,
                  output_bytes: int = 1_000_000, max_chars: int = 4000, share_images: bool = True,
-                 isolate_network: bool = True) -> None:
+                 isolate_network: bool = True, isolation: str = "namespaces", bwrap_path: str = "bwrap") -> None:
+        if isolation not in ISOLATION_MODES:
+            raise ConfigError(f"python tool: isolation must be one of {', '.join(ISOLATION_MODES)}, not {isolation!r}")
+        self.isolation = isolation
+        self.bwrap_path = bwrap_path
+        if isolation == "namespaces" and (why := os_isolation.problem(bwrap_path)) is not None:
+            logger.warning("python tool: every call will be refused: %s", why)
         self.limits = SandboxLimits(cpu_seconds=cpu_seconds, wall_seconds=wall_seconds, memory_mb=memory_mb,
                                     output_bytes=output_bytes)
         self.max_chars = max_chars
@@ -40,11 +66,22 @@ class PythonTool(ImageTool):
 
     def apply(self, arguments: Arguments, context: ToolContext) -> ToolResult:
         inputs = {f"image_{i}.png": as_rgb(image) for i, image in enumerate(context.images)} if self.share_images else {}
-        result = run_python(arguments.code, self.limits, inputs, isolate_network=self.isolate_network)
+        try:
+            result = run_python(arguments.code, self.limits, inputs, isolate_network=self.isolate_network,
+                                isolation_mode=self.isolation, bwrap=self.bwrap_path)
+        except os_isolation.IsolationUnavailable as exc:
+            return ToolResult(text=f"Error: python: the sandbox is unavailable, so the code was not run: {exc}",
+                              error=True, metadata={"refused": str(exc), "isolation": self.isolation})
+        if result.failed_to_start:
+            detail = result.stderr.strip()[-self.max_chars:] or f"exit code {result.exit_code}"
+            return ToolResult(text=f"Error: python: the sandbox failed to start, so the code did not run: {detail}",
+                              error=True, metadata={"refused": detail, "isolation": self.isolation})
         if result.timed_out:
             status = f"Stopped: the code ran longer than {self.limits.wall_seconds:g} s (wall time)."
         elif result.cpu_limited:
             status = f"Stopped: the code used more than {self.limits.cpu_seconds} s of CPU time."
+        elif result.exit_code is not None and result.exit_code < 0:
+            status = f"Stopped: the process was killed by {_signal_name(-result.exit_code)} (a sandbox limit or a crash)."
         else:
             status = f"Exit code {result.exit_code}."
         parts = [status]
@@ -63,5 +100,6 @@ class PythonTool(ImageTool):
         return ToolResult(
             text="\n".join(parts), images=result.images, error=not result.ok,
             metadata={"exit_code": result.exit_code, "timed_out": result.timed_out, "layers": result.layers,
+                      "isolation": self.isolation,
                       "seconds": round(result.seconds, 3), "stdout_truncated": result.stdout_truncated},
         )

@@ -1,14 +1,21 @@
 """Run untrusted Python in a separate, limited process (the parent side).
 
-Layers (see ``_sandbox_runner.py`` for the child side): separate process in its own session,
-private network namespace where the kernel allows one, CPU/memory/file-size/process rlimits, the
-``nobody`` user when started as root, a PEP 578 audit hook refusing sockets, process creation and
-file access outside a fresh temporary directory, and a wall-clock timeout that kills the whole
-process group.  ``SandboxResult.layers`` says which layers applied on this machine.
+Two isolation modes:
 
-Not a container: native code (e.g. OpenCV's C++ file readers) bypasses the audit hook, so the OS
-layers (user, rlimits, namespace) are what bound it.  For hostile multi-tenant use run tools in a
-container or VM as well.
+* ``"namespaces"`` (default): the child runs under bubblewrap — its own mount/PID/network/IPC/UTS
+  namespaces with a read-only view of only the Python installation and system libraries, one
+  private writable folder, the nobody user, and a seccomp filter (:mod:`vista_plugin_tools.isolation`).
+  Native code the model writes (an extension module, SQLite or OpenCV writing files) is bounded by
+  the kernel, not by Python.  When the host cannot give this, :func:`run_python` refuses with
+  :class:`~vista_plugin_tools.isolation.IsolationUnavailable` saying why.
+* ``"process"`` (explicit opt-in): the old, weaker layers only — a separate process, a private
+  network namespace where the kernel allows it, the nobody user when root.  Native code is NOT
+  contained in this mode.
+
+In both, the child side (``_sandbox_runner.py``) adds CPU/memory/file-size/process rlimits and a
+PEP 578 audit hook refusing sockets, process creation and file access outside its folder, and the
+parent enforces a wall-clock timeout that kills the whole process group.
+``SandboxResult.layers`` says which layers applied on this machine.
 """
 
 from __future__ import annotations
@@ -28,6 +35,10 @@ from pathlib import Path
 
 from PIL import Image
 
+from vista_plugin_tools import isolation
+from vista_plugin_tools.seccomp_filter import filter_fd, no_exec_filter, sandbox_filter
+
+ISOLATION_MODES = ("namespaces", "process")
 RUNNER = Path(__file__).with_name("_sandbox_runner.py")
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".gif", ".bmp", ".webp"}
 NOBODY = 65534
@@ -59,6 +70,7 @@ class SandboxResult:
     image_names: list[str] = field(default_factory=list)
     layers: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    failed_to_start: bool = False  # the sandbox itself (bwrap) failed; stderr says why
 
     @property
     def ok(self) -> bool:
@@ -80,14 +92,14 @@ def _read_capped(path: Path, limit: int) -> tuple[str, bool]:
     return data[:limit].decode("utf-8", errors="replace"), len(data) > limit
 
 
-def _child_env(workdir: Path) -> dict[str, str]:
+def _child_env(workdir: Path | str) -> dict[str, str]:
     return {
         "PATH": "/usr/local/bin:/usr/bin:/bin",
         "HOME": str(workdir),
         "TMPDIR": str(workdir),
         "LANG": "C.UTF-8",
         "MPLBACKEND": "Agg",
-        "MPLCONFIGDIR": str(workdir / ".matplotlib"),
+        "MPLCONFIGDIR": f"{workdir}/.matplotlib",
         "OPENBLAS_NUM_THREADS": "1",
         "OMP_NUM_THREADS": "1",
         "MKL_NUM_THREADS": "1",
@@ -125,41 +137,77 @@ def _collect_images(workdir: Path, skip: set[str], limits: SandboxLimits) -> tup
     return images, names
 
 
+def _command(mode: str, root: Path, workdir: Path, limits: SandboxLimits, isolate_network: bool,
+             report_fd: int, seccomp_fd: int | None, bwrap: str) -> tuple[list[str], dict[str, str], Path]:
+    """argv, environment and host cwd of the child for ``mode``."""
+    rlimits = {
+        "cpu_seconds": limits.cpu_seconds, "memory_bytes": limits.memory_mb * 2**20,
+        "file_bytes": limits.file_mb * 2**20,  # stdout/stderr are files too
+        "open_files": limits.open_files, "processes": limits.processes,
+    }
+    if mode == "process":
+        config = {"workdir": str(workdir), "code_path": str(root / "main.py"), "read_roots": read_roots(),
+                  "isolate_network": isolate_network, "drop_privileges": True, "report_fd": report_fd,
+                  "limits": rlimits}
+        return ([sys.executable, "-I", "-B", str(RUNNER), json.dumps(config)], _child_env(workdir), workdir)
+    assert seccomp_fd is not None
+    config = {"workdir": isolation.WORKDIR, "code_path": isolation.CODE_PATH, "read_roots": read_roots(),
+              "isolate_network": False, "drop_privileges": False, "report_fd": report_fd, "limits": rlimits,
+              "layers": isolation.describe_layers(), "require_non_root": True,
+              "no_exec_filter": no_exec_filter().hex()}
+    binds = [(str(workdir), isolation.WORKDIR, True), (str(root / "main.py"), isolation.CODE_PATH, False),
+             (str(RUNNER), isolation.RUNNER_PATH, False)]
+    argv = isolation.bwrap_command(bwrap, binds, seccomp_fd,
+                                   ["-I", "-B", isolation.RUNNER_PATH, json.dumps(config)])
+    return argv, _child_env(isolation.WORKDIR), workdir
+
+
+def _exit_code(raw: int, mode: str) -> int:
+    """bwrap reports a child killed by signal N as exit status 128+N; give it back as -N like Popen."""
+    if mode == "namespaces" and raw > 128 and raw - 128 in (signal.SIGXCPU, signal.SIGKILL, signal.SIGSEGV,
+                                                              signal.SIGABRT, signal.SIGBUS, signal.SIGXFSZ):
+        return -(raw - 128)
+    return raw
+
+
 def run_python(code: str, limits: SandboxLimits | None = None, inputs: dict[str, Image.Image] | None = None,
-               isolate_network: bool = True) -> SandboxResult:
-    """Run ``code`` in a fresh sandbox; ``inputs`` are saved into its working directory first."""
+               isolate_network: bool = True, isolation_mode: str = "namespaces",
+               bwrap: str = "bwrap") -> SandboxResult:
+    """Run ``code`` in a fresh sandbox; ``inputs`` are saved into its working directory first.
+
+    Raises :class:`~vista_plugin_tools.isolation.IsolationUnavailable` in ``"namespaces"`` mode when
+    the host cannot give that isolation (the message says why and how to fix or opt out)."""
+    if isolation_mode not in ISOLATION_MODES:
+        raise ValueError(f"isolation must be one of {ISOLATION_MODES}, not {isolation_mode!r}")
+    if isolation_mode == "namespaces":
+        why = isolation.problem(bwrap)
+        if why is not None:
+            raise isolation.IsolationUnavailable(why)
     limits = limits or SandboxLimits()
     root = Path(tempfile.mkdtemp(prefix="vista-sandbox-"))
     workdir = root / "work"
     workdir.mkdir()
+    seccomp_fd = filter_fd(sandbox_filter()) if isolation_mode == "namespaces" else None
     try:
         for name, image in (inputs or {}).items():
             image.save(workdir / name)
         _seed_matplotlib_cache(workdir / ".matplotlib")
         (root / "main.py").write_text(code, encoding="utf-8")
-        as_root = os.geteuid() == 0
-        if as_root:  # the child becomes nobody; it must own its working directory and nothing else
+        if os.geteuid() == 0:  # the child becomes nobody; it must own its working directory and nothing else
             for path in [workdir, *workdir.rglob("*")]:
                 os.chown(path, NOBODY, NOBODY)
             os.chmod(root, 0o711)
         report_read, report_write = os.pipe()
-        config = {
-            "workdir": str(workdir), "code_path": str(root / "main.py"), "read_roots": read_roots(),
-            "isolate_network": isolate_network, "drop_privileges": True, "report_fd": report_write,
-            "limits": {
-                "cpu_seconds": limits.cpu_seconds, "memory_bytes": limits.memory_mb * 2**20,
-                "file_bytes": limits.file_mb * 2**20,  # stdout/stderr are files too
-                "open_files": limits.open_files, "processes": limits.processes,
-            },
-        }
+        argv, env, cwd = _command(isolation_mode, root, workdir, limits, isolate_network, report_write,
+                                  seccomp_fd, bwrap)
+        passed = (report_write,) if seccomp_fd is None else (report_write, seccomp_fd)
         out_path, err_path = root / "stdout.txt", root / "stderr.txt"
         start = time.monotonic()
         timed_out = False
         with out_path.open("wb") as out, err_path.open("wb") as err:
             process = subprocess.Popen(
-                [sys.executable, "-I", "-B", str(RUNNER), json.dumps(config)],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=workdir, env=_child_env(workdir),
-                start_new_session=True, pass_fds=(report_write,), close_fds=True,
+                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=cwd, env=env,
+                start_new_session=True, pass_fds=passed, close_fds=True,
             )
             os.close(report_write)
             try:
@@ -172,11 +220,16 @@ def run_python(code: str, limits: SandboxLimits | None = None, inputs: dict[str,
                 process.wait()
         with os.fdopen(report_read, "r") as report:
             layers = [layer for layer in report.read().split(",") if layer]
+        if exit_code is not None:
+            exit_code = _exit_code(exit_code, isolation_mode)
         stdout, stdout_cut = _read_capped(out_path, limits.output_bytes)
         stderr, stderr_cut = _read_capped(err_path, limits.output_bytes)
         cpu_limited = exit_code == -signal.SIGXCPU or (exit_code == -signal.SIGKILL and not timed_out)
         images, names = _collect_images(workdir, set(inputs or {}), limits)
         return SandboxResult(stdout, stderr, exit_code, timed_out, cpu_limited, stdout_cut, stderr_cut,
-                             images, names, layers, time.monotonic() - start)
+                             images, names, layers, time.monotonic() - start,
+                             failed_to_start=not layers and not timed_out)
     finally:
+        if seccomp_fd is not None:
+            os.close(seccomp_fd)
         shutil.rmtree(root, ignore_errors=True)
