@@ -88,7 +88,13 @@ def test_100_mb_of_output_is_cut(python_tool):
 
 def test_network_namespace_when_the_kernel_allows_it(python_tool):
     layers = run(python_tool, "print(1)").metadata["layers"]
-    assert layers[0] in {"network-namespace"} or layers[0].startswith("no-network-namespace")
+    assert "namespaces(mount+pid+net+ipc+uts)" in layers  # bwrap's --unshare-net
+
+
+def test_weak_mode_keeps_its_own_network_namespace():
+    tool = vista_rl.make_tool("python", isolation="process")
+    layers = run(tool, "print(1)").metadata["layers"]
+    assert layers[0] == "network-namespace" or layers[0].startswith("no-network-namespace")
 
 
 def test_conformance(python_tool):
