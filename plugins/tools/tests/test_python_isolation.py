@@ -157,6 +157,12 @@ def test_file_size_limit_is_a_clear_error(python_tool):
     assert result.error and "File too large" in result.text, result.text
 
 
+def test_work_dir_is_a_size_capped_tmpfs_so_the_host_disk_cannot_fill(python_tool):
+    result = run(python_tool, "for i in range(20):\n    open(f'chunk{i}.bin', 'wb').write(b'x' * (8 * 2**20))")
+    assert result.error and "No space left on device" in result.text, result.text  # 64 MB default quota
+    assert any(layer.startswith("tmpfs-") for layer in result.metadata["layers"])
+
+
 def test_open_files_limit_is_a_clear_error(python_tool):
     result = run(python_tool, "handles = [open(f'f{i}.txt', 'w') for i in range(1000)]")
     assert result.error and "Too many open files" in result.text, result.text

@@ -181,6 +181,34 @@ def make_audit_hook(workdir, read_roots):
     return hook
 
 
+def export_images(handle, workdir, skip, suffixes, limit, max_bytes):
+    """Copy the images the code saved out of the in-memory work folder into the one host file the
+    sandbox may write (``[u32 name length][name][u32 size][bytes]`` records); the parent validates
+    every record, so whatever the untrusted code did to this process cannot harm it."""
+    import struct
+
+    found = []
+    for folder, dirs, files in os.walk(workdir):
+        dirs.sort()
+        for name in sorted(files):
+            path = os.path.join(folder, name)
+            relative = os.path.relpath(path, workdir)
+            if relative in skip or os.path.splitext(name)[1].lower() not in suffixes or os.path.islink(path):
+                continue
+            found.append((relative, path))
+    for relative, path in found[:limit]:
+        try:
+            with open(path, "rb") as image:
+                data = image.read(max_bytes + 1)
+        except OSError:
+            continue
+        if len(data) > max_bytes:
+            continue
+        encoded = relative.encode("utf-8", "replace")
+        handle.write(struct.pack("<I", len(encoded)) + encoded + struct.pack("<I", len(data)) + data)
+    handle.flush()
+
+
 def main():
     config = json.loads(sys.argv[1])
     layers = list(config.get("layers", []))
@@ -201,11 +229,15 @@ def main():
     os.chdir(config["workdir"])
     with open(config["code_path"], encoding="utf-8") as source:
         code = source.read()
+    export = config.get("export")
+    # Opened now, before the hook would refuse it; kept open until the images are exported.
+    results = open(export["path"], "wb") if export else None  # noqa: SIM115
     sys.addaudithook(make_audit_hook(config["workdir"], config["read_roots"]))
     layers.append("audit-hook")
     report = os.fdopen(int(config["report_fd"]), "w")
     report.write(",".join(layers))  # tells the parent which layers this machine allowed
     report.close()
+    workdir = config["workdir"]
     del config
     sys.argv = ["main.py"]
     namespace = {"__name__": "__main__", "__builtins__": __builtins__}
@@ -216,6 +248,13 @@ def main():
     except BaseException as exc:  # noqa: BLE001 - report any failure of the user's code
         traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)  # skip this runner's frame
         sys.exit(1)
+    finally:
+        if results is not None:
+            try:
+                export_images(results, workdir, set(export["skip"]), tuple(export["suffixes"]),
+                              int(export["max_images"]), int(export["max_bytes"]))
+            except Exception as exc:  # noqa: BLE001 - a failed export loses the images, not the output
+                sys.stderr.write(f"sandbox: could not return saved images: {exc}\n")
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ WORKDIR = f"{SANDBOX}/work"
 CODE_PATH = f"{SANDBOX}/main.py"
 RUNNER_PATH = f"{SANDBOX}/runner.py"
 SETPRIV_PATH = f"{SANDBOX}/bin/setpriv"
+EXPORT_PATH = f"{SANDBOX}/result.bin"
 LIBRARY_DIRS = ("/lib", "/lib32", "/lib64", "/libx32", "/usr/lib", "/usr/lib32", "/usr/lib64", "/usr/libx32")
 SHARED_DATA = ("/usr/share/fonts", "/usr/share/zoneinfo")
 ETC_FILES = ("/etc/ld.so.cache", "/etc/localtime")
@@ -109,8 +110,9 @@ def mount_args(binds: list[tuple[str, str, bool]]) -> list[str]:
 
 
 def bwrap_command(bwrap: str, binds: list[tuple[str, str, bool]], seccomp_fd: int, python_args: list[str],
-                  chdir: str = WORKDIR) -> list[str]:
-    """The full command: bwrap with namespaces, mounts and seccomp, then (as root) setpriv, then Python."""
+                  chdir: str = WORKDIR, extra: list[str] | None = None) -> list[str]:
+    """The full command: bwrap with namespaces, mounts (then ``extra`` bwrap arguments) and seccomp,
+    then (as root) setpriv, then Python."""
     as_root = os.geteuid() == 0
     command = [bwrap, *NAMESPACE_FLAGS, "--die-with-parent", "--new-session", "--hostname", "sandbox"]
     prefix: list[str] = []
@@ -124,7 +126,7 @@ def bwrap_command(bwrap: str, binds: list[tuple[str, str, bool]], seccomp_fd: in
         prefix = [SETPRIV_PATH, f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--no-new-privs", "--"]
     else:
         command += ["--unshare-user", "--disable-userns", "--uid", str(NOBODY), "--gid", str(NOBODY)]
-    command += mount_args(binds)
+    command += mount_args(binds) + list(extra or [])
     command += ["--remount-ro", "/", "--chdir", chdir, "--seccomp", str(seccomp_fd), "--", *prefix,
                 sys.executable, *python_args]
     return command

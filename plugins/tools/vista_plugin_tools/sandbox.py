@@ -21,10 +21,12 @@ parent enforces a wall-clock timeout that kills the whole process group.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import sysconfig
@@ -55,6 +57,7 @@ class SandboxLimits:
     open_files: int = 256
     max_images: int = 4
     max_image_pixels: int = 4096 * 4096
+    disk_mb: int = 64  # namespaces mode: size of the in-memory work folder (its disk quota)
 
 
 @dataclass
@@ -119,47 +122,117 @@ def _seed_matplotlib_cache(target: Path) -> None:
                 return
 
 
+def _open_image(source: Path | io.BytesIO, limits: SandboxLimits) -> Image.Image | None:
+    try:
+        with Image.open(source) as opened:
+            if opened.width * opened.height > limits.max_image_pixels:
+                return None
+            return opened.convert("RGB")
+    except Exception:  # noqa: BLE001 - a broken file the code wrote is not an image
+        return None
+
+
 def _collect_images(workdir: Path, skip: set[str], limits: SandboxLimits) -> tuple[list[Image.Image], list[str]]:
+    """Process mode: the images the code saved, read from its host folder."""
     images, names = [], []
     for path in sorted(workdir.rglob("*")):
         if len(images) >= limits.max_images:
             break
         if path.suffix.lower() not in IMAGE_SUFFIXES or path.name in skip or path.is_symlink() or not path.is_file():
             continue
-        try:
-            with Image.open(path) as opened:
-                if opened.width * opened.height > limits.max_image_pixels:
-                    continue
-                images.append(opened.convert("RGB"))
-                names.append(str(path.relative_to(workdir)))
-        except Exception:  # noqa: BLE001, S112 - a broken file the code wrote is not an image
-            continue
+        if (image := _open_image(path, limits)) is not None:
+            images.append(image)
+            names.append(str(path.relative_to(workdir)))
     return images, names
 
 
-def _command(mode: str, root: Path, workdir: Path, limits: SandboxLimits, isolate_network: bool,
-             report_fd: int, seccomp_fd: int | None, bwrap: str) -> tuple[list[str], dict[str, str], Path]:
-    """argv, environment and host cwd of the child for ``mode``."""
-    rlimits = {
+def _read_exported(path: Path, limits: SandboxLimits) -> tuple[list[Image.Image], list[str]]:
+    """Namespaces mode: parse the runner's image records; every length is bounds-checked, since the
+    untrusted code could have written anything into this file."""
+    data = path.read_bytes()[: limits.file_mb * 2**20]
+    images: list[Image.Image] = []
+    names: list[str] = []
+    offset = 0
+    while offset + 4 <= len(data) and len(images) < limits.max_images:
+        (name_length,) = struct.unpack_from("<I", data, offset)
+        offset += 4
+        if name_length > 4096 or offset + name_length + 4 > len(data):
+            break
+        name = data[offset:offset + name_length].decode("utf-8", "replace")
+        offset += name_length
+        (size,) = struct.unpack_from("<I", data, offset)
+        offset += 4
+        if offset + size > len(data):
+            break
+        image = _open_image(io.BytesIO(data[offset:offset + size]), limits)
+        offset += size
+        if image is not None:
+            images.append(image)
+            names.append(name)
+    return images, names
+
+
+@dataclass
+class _Launch:
+    argv: list[str]
+    env: dict[str, str]
+    cwd: Path
+    fds: list[int] = field(default_factory=list)  # passed to the child, closed by the parent after start
+
+
+def _rlimits(limits: SandboxLimits) -> dict[str, int]:
+    return {
         "cpu_seconds": limits.cpu_seconds, "memory_bytes": limits.memory_mb * 2**20,
         "file_bytes": limits.file_mb * 2**20,  # stdout/stderr are files too
         "open_files": limits.open_files, "processes": limits.processes,
     }
-    if mode == "process":
-        config = {"workdir": str(workdir), "code_path": str(root / "main.py"), "read_roots": read_roots(),
-                  "isolate_network": isolate_network, "drop_privileges": True, "report_fd": report_fd,
-                  "limits": rlimits}
-        return ([sys.executable, "-I", "-B", str(RUNNER), json.dumps(config)], _child_env(workdir), workdir)
-    assert seccomp_fd is not None
+
+
+def _process_launch(root: Path, workdir: Path, limits: SandboxLimits, isolate_network: bool,
+                    report_fd: int) -> _Launch:
+    config = {"workdir": str(workdir), "code_path": str(root / "main.py"), "read_roots": read_roots(),
+              "isolate_network": isolate_network, "drop_privileges": True, "report_fd": report_fd,
+              "limits": _rlimits(limits)}
+    return _Launch([sys.executable, "-I", "-B", str(RUNNER), json.dumps(config)], _child_env(workdir), workdir)
+
+
+def _namespaces_launch(root: Path, staged: Path, limits: SandboxLimits, report_fd: int, bwrap: str,
+                       inputs: set[str]) -> _Launch:
+    """bwrap command whose work folder is a size-capped tmpfs (a disk quota: native code cannot fill
+    the host's disk), seeded from ``staged`` through bwrap ``--file`` copies."""
+    fds = [filter_fd(sandbox_filter())]
+    extra = ["--perms", "0777", "--size", str(limits.disk_mb * 2**20), "--tmpfs", isolation.WORKDIR]
+    try:
+        for path in sorted(staged.rglob("*")):
+            target = f"{isolation.WORKDIR}/{path.relative_to(staged)}"
+            if path.is_dir():
+                extra += ["--perms", "0777", "--dir", target]
+            elif path.is_file():
+                fds.append(os.open(path, os.O_RDONLY))
+                extra += ["--perms", "0666", "--file", str(fds[-1]), target]
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    (root / "result.bin").touch()
+    if os.geteuid() == 0:
+        os.chown(root / "result.bin", NOBODY, NOBODY)
     config = {"workdir": isolation.WORKDIR, "code_path": isolation.CODE_PATH, "read_roots": read_roots(),
-              "isolate_network": False, "drop_privileges": False, "report_fd": report_fd, "limits": rlimits,
-              "layers": isolation.describe_layers(), "require_non_root": True,
-              "no_exec_filter": no_exec_filter().hex()}
-    binds = [(str(workdir), isolation.WORKDIR, True), (str(root / "main.py"), isolation.CODE_PATH, False),
-             (str(RUNNER), isolation.RUNNER_PATH, False)]
-    argv = isolation.bwrap_command(bwrap, binds, seccomp_fd,
-                                   ["-I", "-B", isolation.RUNNER_PATH, json.dumps(config)])
-    return argv, _child_env(isolation.WORKDIR), workdir
+              "isolate_network": False, "drop_privileges": False, "report_fd": report_fd,
+              "limits": _rlimits(limits), "layers": [*isolation.describe_layers(), f"tmpfs-{limits.disk_mb}mb"],
+              "require_non_root": True, "no_exec_filter": no_exec_filter().hex(),
+              "export": {"path": isolation.EXPORT_PATH, "skip": sorted(inputs), "suffixes": sorted(IMAGE_SUFFIXES),
+                         "max_images": limits.max_images, "max_bytes": limits.file_mb * 2**20}}
+    binds = [(str(root / "main.py"), isolation.CODE_PATH, False), (str(RUNNER), isolation.RUNNER_PATH, False),
+             (str(root / "result.bin"), isolation.EXPORT_PATH, True)]
+    try:
+        argv = isolation.bwrap_command(bwrap, binds, fds[0], ["-I", "-B", isolation.RUNNER_PATH, json.dumps(config)],
+                                       extra=extra)
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    return _Launch(argv, _child_env(isolation.WORKDIR), root, fds)
 
 
 def _exit_code(raw: int, mode: str) -> int:
@@ -185,9 +258,9 @@ def run_python(code: str, limits: SandboxLimits | None = None, inputs: dict[str,
             raise isolation.IsolationUnavailable(why)
     limits = limits or SandboxLimits()
     root = Path(tempfile.mkdtemp(prefix="vista-sandbox-"))
-    workdir = root / "work"
+    workdir = root / "work"  # process mode: the work folder itself; namespaces mode: what seeds the tmpfs
     workdir.mkdir()
-    seccomp_fd = filter_fd(sandbox_filter()) if isolation_mode == "namespaces" else None
+    launch: _Launch | None = None
     try:
         for name, image in (inputs or {}).items():
             image.save(workdir / name)
@@ -198,16 +271,17 @@ def run_python(code: str, limits: SandboxLimits | None = None, inputs: dict[str,
                 os.chown(path, NOBODY, NOBODY)
             os.chmod(root, 0o711)
         report_read, report_write = os.pipe()
-        argv, env, cwd = _command(isolation_mode, root, workdir, limits, isolate_network, report_write,
-                                  seccomp_fd, bwrap)
-        passed = (report_write,) if seccomp_fd is None else (report_write, seccomp_fd)
+        if isolation_mode == "namespaces":
+            launch = _namespaces_launch(root, workdir, limits, report_write, bwrap, set(inputs or {}))
+        else:
+            launch = _process_launch(root, workdir, limits, isolate_network, report_write)
         out_path, err_path = root / "stdout.txt", root / "stderr.txt"
         start = time.monotonic()
         timed_out = False
         with out_path.open("wb") as out, err_path.open("wb") as err:
             process = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=cwd, env=env,
-                start_new_session=True, pass_fds=passed, close_fds=True,
+                launch.argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=launch.cwd, env=launch.env,
+                start_new_session=True, pass_fds=(report_write, *launch.fds), close_fds=True,
             )
             os.close(report_write)
             try:
@@ -225,11 +299,14 @@ def run_python(code: str, limits: SandboxLimits | None = None, inputs: dict[str,
         stdout, stdout_cut = _read_capped(out_path, limits.output_bytes)
         stderr, stderr_cut = _read_capped(err_path, limits.output_bytes)
         cpu_limited = exit_code == -signal.SIGXCPU or (exit_code == -signal.SIGKILL and not timed_out)
-        images, names = _collect_images(workdir, set(inputs or {}), limits)
+        if isolation_mode == "namespaces":
+            images, names = _read_exported(root / "result.bin", limits)
+        else:
+            images, names = _collect_images(workdir, set(inputs or {}), limits)
         return SandboxResult(stdout, stderr, exit_code, timed_out, cpu_limited, stdout_cut, stderr_cut,
                              images, names, layers, time.monotonic() - start,
                              failed_to_start=not layers and not timed_out)
     finally:
-        if seccomp_fd is not None:
-            os.close(seccomp_fd)
+        for fd in launch.fds if launch else ():
+            os.close(fd)
         shutil.rmtree(root, ignore_errors=True)
