@@ -1,26 +1,24 @@
 """The first code that runs in a sandbox process, before the untrusted code (stdlib only).
 
-It is started as ``python -I _sandbox_runner.py CONFIG_JSON`` by :mod:`vista_plugin_tools.sandbox`,
+It is started as ``python -I _sandbox_runner.py CONFIG_JSON`` by :mod:`vista_plugin_tools.sandbox`:
 by default inside bubblewrap's namespaces as the nobody user under a seccomp filter (see
-:mod:`vista_plugin_tools.isolation`; the parent reports those layers).  It then applies, in order:
+:mod:`vista_plugin_tools.isolation`; the parent names those layers), or, in the weaker opt-in
+``isolation="process"`` mode, as a plain child process.  It applies, in order, what its config asks:
 
-0. (namespaces mode) a second seccomp filter that refuses ``execve``/``execveat``, so nothing can
-   start a new program, not even a second Python without this audit hook;
-
-In the weaker ``isolation="process"`` mode it applies, in order, every layer the machine allows:
-
-1. a private network namespace (``unshare(CLONE_NEWNET)``; as non-root together with a user
-   namespace), so even a raw socket reaches nothing;
-2. resource limits: CPU seconds, address space, size of any written file (stdout/stderr are files),
+1. (namespaces) refuse to run if still root; a second seccomp filter that refuses
+   ``execve``/``execveat``, so nothing can start a program, not even a second Python without the hook;
+2. (process) a private network namespace (``unshare(CLONE_NEWNET)``; as non-root together with a
+   user namespace), so even a raw socket reaches nothing;
+3. resource limits: CPU seconds, address space, size of any written file (stdout/stderr are files),
    open files, no core dumps, and a process cap;
-3. as root: drop to the ``nobody`` user (then the process cap and file permissions bite);
-4. an audit hook (PEP 578) that cannot be removed from Python: it refuses sockets, process creation
+4. (process, as root) drop to the ``nobody`` user when it can still read the Python installation;
+5. an audit hook (PEP 578) that cannot be removed from Python: it refuses sockets, process creation
    (fork, exec, spawn, subprocess, os.system), signals to other processes, ctypes calls, tracing and
    gc introspection, and file access outside the working directory (reads are also allowed inside
    the Python installation, so imports work).
 
-Then it runs the code with the working directory as cwd.  The parent enforces wall time and kills
-the whole process group.
+Then it runs the code with the working directory as cwd and (namespaces) exports the images it saved
+through the one host file it may write.  The parent enforces wall time and kills the whole sandbox.
 """
 
 import ctypes

@@ -6,9 +6,10 @@ wrote, OpenCV's or SQLite's own file I/O) walks straight past it.  So the child 
 * new mount, PID, network, IPC, UTS and cgroup namespaces (plus a user namespace when the caller is
   not root), whose root is an empty read-only tmpfs holding only read-only binds of the system
   libraries, the Python installation and the venv, a fresh ``/proc`` and minimal ``/dev``, and one
-  writable folder, ``/sandbox/work`` (the run's private temporary directory).  No ``/tmp``, no
-  ``/etc`` beyond the loader cache and local time, no home, no repository, no network but a down
-  loopback;
+  writable folder, ``/sandbox/work``: an in-memory tmpfs capped in size (the disk quota), seeded by
+  the parent.  The only host files it can write are its stdout/stderr and one file that carries
+  saved images back, each capped by RLIMIT_FSIZE.  No ``/tmp``, no ``/etc`` beyond the loader cache
+  and local time, no home, no repository, no network but the namespace's own loopback;
 * a non-root user: the host's ``nobody`` (uid 65534).  As root, bubblewrap builds the mounts with
   root's own privileges (no user namespace needed) and ``setpriv`` drops to uid/gid 65534, no groups,
   no capabilities and ``no_new_privs`` before Python starts — a real unprivileged uid on the host,

@@ -51,7 +51,8 @@ class PythonTool(ImageTool):
 
     def __init__(self, cpu_seconds: int = 10, wall_seconds: float = 20.0, memory_mb: int = 1024,
                  output_bytes: int = 1_000_000, max_chars: int = 4000, share_images: bool = True,
-                 isolate_network: bool = True, isolation: str = "namespaces", bwrap_path: str = "bwrap") -> None:
+                 isolate_network: bool = True, isolation: str = "namespaces", bwrap_path: str = "bwrap",
+                 disk_mb: int = 64) -> None:
         if isolation not in ISOLATION_MODES:
             raise ConfigError(f"python tool: isolation must be one of {', '.join(ISOLATION_MODES)}, not {isolation!r}")
         self.isolation = isolation
@@ -59,7 +60,7 @@ class PythonTool(ImageTool):
         if isolation == "namespaces" and (why := os_isolation.problem(bwrap_path)) is not None:
             logger.warning("python tool: every call will be refused: %s", why)
         self.limits = SandboxLimits(cpu_seconds=cpu_seconds, wall_seconds=wall_seconds, memory_mb=memory_mb,
-                                    output_bytes=output_bytes)
+                                    output_bytes=output_bytes, disk_mb=disk_mb)
         self.max_chars = max_chars
         self.share_images = share_images
         self.isolate_network = isolate_network
