@@ -126,3 +126,20 @@ def show_command(run_dir: Path, episodes: tuple[int, ...], only: str, limit: int
         console.print(f"[red]no episode(s) {missing}: the run has {total}[/red]")
     for panel in panels:
         console.print(panel)
+
+
+@trajectories_group.command("html")
+@click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="HTML file to write [default: RUN_DIR/trajectories.html].")
+@click.option("--limit", default=None, type=click.IntRange(min=1),
+              help="Episodes on the page, the rest stay in the JSONL [default: 2000].")
+def html_command(run_dir: Path, out: Path | None, limit: int | None) -> None:
+    """(Re)write the run's HTML viewer, e.g. for a run made with --no-html or an older VISTA."""
+    from vista_rl.store.html import DEFAULT_LIMIT, write_html
+
+    try:
+        path = write_html(run_dir, out, limit=limit or DEFAULT_LIMIT)
+    except VistaError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"viewer written to {path}")
