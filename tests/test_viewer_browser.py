@@ -223,7 +223,7 @@ def test_compare_page_curves_and_per_seed_wins(browser, runs, tmp_path):
     charts = browser.find_elements(By.CSS_SELECTOR, "figure.chart")
     assert len(charts) == 3
     for chart in charts:
-        for css, stored in (("run-a", stored_a), ("run-b", stored_b)):
+        for css in ("run-a", "run-b"):
             line = chart.find_element(By.CSS_SELECTOR, f"g.series.{css} polyline")
             points = (line.get_attribute("points") or "").split()
             # a flat line has no height, so "displayed" is checked as drawn width and a visible stroke
