@@ -27,6 +27,9 @@ DEFAULT_LIMIT = 2000
 INFO_CHARS = 400
 """Characters of a turn's ``info`` JSON shown under it (the full record stays in the JSONL)."""
 
+_BUFFERED_CHUNKS = 500
+"""Template output pieces joined before each write: one write per tiny piece costs more than the rest."""
+
 _environment: Environment | None = None
 
 
@@ -187,10 +190,10 @@ def write_html(run_dir: str | Path, out: str | Path | None = None, limit: int = 
     path.parent.mkdir(parents=True, exist_ok=True)
     episodes = _Limited(reader, limit, _Images(reader.images_dir, path))
     template = environment().get_template("trajectories.html.j2")
-    stream = template.generate(title=f"VISTA run {reader.run_dir.name}", metrics=metric_rows(reader.metrics()),
-                               episodes=episodes, limit=limit)
+    stream = template.stream(title=f"VISTA run {reader.run_dir.name}", metrics=metric_rows(reader.metrics()),
+                             episodes=episodes, limit=limit)
+    stream.enable_buffering(_BUFFERED_CHUNKS)
     with open(path, "w", encoding="utf-8") as handle:
-        for chunk in stream:
-            handle.write(chunk)
+        stream.dump(handle)
     return path
 
