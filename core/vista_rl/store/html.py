@@ -193,7 +193,6 @@ def write_html(run_dir: str | Path, out: str | Path | None = None, limit: int = 
     stream = template.stream(title=f"VISTA run {reader.run_dir.name}", metrics=metric_rows(reader.metrics()),
                              episodes=episodes, limit=limit)
     stream.enable_buffering(_BUFFERED_CHUNKS)
-    with open(path, "w", encoding="utf-8") as handle:
-        stream.dump(handle)
+    stream.dump(str(path), encoding="utf-8")
     return path
 
