@@ -185,6 +185,8 @@ def test_episode_view_steps_through_turns_side_by_side(browser, runs):
         assert saw.rect["x"] + saw.rect["width"] <= said.rect["x"] + 1  # observation left, response right
         assert abs(saw.rect["y"] - said.rect["y"]) < 2
         seen.append(said.find_element(By.CSS_SELECTOR, ".think").text)
+        final = episode.find_element(By.CSS_SELECTOR, ".final")  # the env's last word, after the last turn
+        assert final.is_displayed() == (number == len(record["turns"]))
         if number < len(record["turns"]):
             after.click()
     answer = _visible(episode.find_elements(By.CSS_SELECTOR, "section.turn"))[0].find_element(By.CSS_SELECTOR, ".answer")

@@ -50,6 +50,7 @@
     index = Math.max(0, Math.min(turns.length - 1, index));
     turns.forEach(function (turn, i) { turn.classList.toggle("current", i === index); });
     ep.setAttribute("data-step", String(index));
+    ep.classList.toggle("at-end", index === turns.length - 1);
     ep.querySelector(".pos").textContent = " turn " + (index + 1) + " of " + turns.length + " ";
     ep.querySelector(".prev").disabled = index === 0;
     ep.querySelector(".next").disabled = index === turns.length - 1;
