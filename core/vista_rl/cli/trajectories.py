@@ -13,7 +13,7 @@ from rich.text import Text
 
 from vista_rl.errors import VistaError
 from vista_rl.observation import IMAGE_PLACEHOLDER
-from vista_rl.store.reader import RunReader
+from vista_rl.store.reader import RunReader, episode_status
 
 _CLIP = 1200
 
@@ -45,10 +45,12 @@ def metrics_table(metrics: dict[str, Any], title: str) -> Table:
     return table
 
 
+_STYLES = {"error": "dark_orange", "success": "green", "failed": "red"}
+
+
 def _status(record: dict[str, Any]) -> Text:
-    if record.get("failure"):
-        return Text("error", style="dark_orange")
-    return Text("success", style="green") if record.get("success") else Text("failed", style="red")
+    status = episode_status(record)
+    return Text(status, style=_STYLES[status])
 
 
 def episode_panel(index: int, record: dict[str, Any]) -> Panel:

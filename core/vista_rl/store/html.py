@@ -21,7 +21,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescap
 from vista_rl.observation import IMAGE_PLACEHOLDER
 from vista_rl.parsing import parse_response
 from vista_rl.store.layout import HTML_FILE
-from vista_rl.store.reader import RunReader
+from vista_rl.store.reader import RunReader, episode_status
 
 DEFAULT_LIMIT = 2000
 INFO_CHARS = 400
@@ -51,13 +51,6 @@ def environment() -> Environment:
 def relative_url(target: Path, page: Path) -> str:
     """``target`` as a URL relative to the directory of the HTML file ``page`` (works from file://)."""
     return Path(os.path.relpath(target.resolve(), page.resolve().parent)).as_posix()
-
-
-def status_of(record: dict[str, Any]) -> str:
-    """``error`` (the episode broke), ``success`` or ``failed``: the classes the filters use."""
-    if record.get("failure"):
-        return "error"
-    return "success" if record.get("success") else "failed"
 
 
 class _Images:
@@ -136,7 +129,7 @@ def episode_view(index: int, record: dict[str, Any], images: _Images) -> dict[st
         "env_id": str(record.get("env_id")),
         "seed": record.get("seed"),
         "sample_index": record.get("sample_index", 0),
-        "status": status_of(record),
+        "status": episode_status(record),
         "total_reward": float(record.get("total_reward") or 0.0),
         "num_turns": len(turns),
         "stop_reason": str(meta.get("stop_reason", "")),
