@@ -9,6 +9,7 @@ from vista_rl.hookspecs import hookimpl
 
 @hookimpl
 def register_commands(cli: Any) -> None:
+    from vista_rl.cli.compare import compare_command
     from vista_rl.cli.eval import eval_command
     from vista_rl.cli.listing import all_listing_commands
     from vista_rl.cli.train import train_command
@@ -19,3 +20,4 @@ def register_commands(cli: Any) -> None:
     cli.add_command(eval_command)
     cli.add_command(train_command)
     cli.add_command(trajectories_group)
+    cli.add_command(compare_command)

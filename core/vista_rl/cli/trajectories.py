@@ -13,7 +13,7 @@ from rich.text import Text
 
 from vista_rl.errors import VistaError
 from vista_rl.observation import IMAGE_PLACEHOLDER
-from vista_rl.store.reader import RunReader
+from vista_rl.store.reader import RunReader, episode_status
 
 _CLIP = 1200
 
@@ -45,10 +45,12 @@ def metrics_table(metrics: dict[str, Any], title: str) -> Table:
     return table
 
 
+_STYLES = {"error": "dark_orange", "success": "green", "failed": "red"}
+
+
 def _status(record: dict[str, Any]) -> Text:
-    if record.get("failure"):
-        return Text("error", style="dark_orange")
-    return Text("success", style="green") if record.get("success") else Text("failed", style="red")
+    status = episode_status(record)
+    return Text(status, style=_STYLES[status])
 
 
 def episode_panel(index: int, record: dict[str, Any]) -> Panel:
@@ -126,3 +128,20 @@ def show_command(run_dir: Path, episodes: tuple[int, ...], only: str, limit: int
         console.print(f"[red]no episode(s) {missing}: the run has {total}[/red]")
     for panel in panels:
         console.print(panel)
+
+
+@trajectories_group.command("html")
+@click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="HTML file to write [default: RUN_DIR/trajectories.html].")
+@click.option("--limit", default=None, type=click.IntRange(min=1),
+              help="Episodes on the page, the rest stay in the JSONL [default: 2000].")
+def html_command(run_dir: Path, out: Path | None, limit: int | None) -> None:
+    """(Re)write the run's HTML viewer, e.g. for a run made with --no-html or an older VISTA."""
+    from vista_rl.store.html import DEFAULT_LIMIT, write_html
+
+    try:
+        path = write_html(run_dir, out, limit=limit or DEFAULT_LIMIT)
+    except VistaError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"viewer written to {path}")

@@ -1,123 +1,191 @@
-"""``trajectories.html``: one self-contained page (inline CSS and JS, images referenced relatively
-as ``images/<hash>.png``) to look at episodes instead of reading JSON.  Open it from the run
-directory; copying the directory keeps it working."""
+"""``trajectories.html``: one self-contained page (inline CSS and JS, images referenced relatively)
+to look at episodes instead of reading JSON.  Copying the run directory keeps it working, and it
+needs no network: it opens from ``file://``.
+
+The page is rendered from Jinja2 templates (``store/templates/``) with autoescaping on, so every
+piece of model or env text is shown as text: a response holding ``<script>`` cannot run.  This
+module turns stored records into plain view dicts; the templates only lay them out.  Episodes are
+streamed through the template, so a run of any size renders in small memory.
+"""
 
 from __future__ import annotations
 
-import html
 import json
-from collections.abc import Iterable, Sequence
+import os
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
 from vista_rl.observation import IMAGE_PLACEHOLDER
-from vista_rl.store.layout import HTML_FILE, IMAGES_DIR
-from vista_rl.store.reader import RunReader
+from vista_rl.parsing import parse_response
+from vista_rl.store.layout import HTML_FILE
+from vista_rl.store.reader import RunReader, episode_status
 
 DEFAULT_LIMIT = 2000
+INFO_CHARS = 400
+"""Characters of a turn's ``info`` JSON shown under it (the full record stays in the JSONL)."""
 
-_STYLE = """
-body{font-family:system-ui,sans-serif;margin:1.5em;background:#fafafa;color:#222}
-h1{font-size:1.3em} table.metrics td,table.metrics th{padding:2px 10px;text-align:left}
-.bar button{margin-right:.4em} details.ep{background:#fff;border:1px solid #ddd;border-radius:6px;margin:.5em 0;padding:.4em .8em}
-details.ep>summary{cursor:pointer;font-weight:600} .ok{color:#187a2f} .bad{color:#b3261e} .err{color:#8a4b00}
-.msg{border-left:4px solid #bbb;margin:.5em 0;padding:.2em .6em;white-space:pre-wrap;font-family:ui-monospace,monospace;font-size:.9em}
-.user{border-color:#4a79c9;background:#f3f7fd} .assistant{border-color:#3c9a5f;background:#f3fbf5}
-.system{border-color:#999;background:#f4f4f4} .tool{border-color:#a06ad0;background:#f8f3fd}
-.msg img{display:block;max-width:320px;margin:.3em 0;border:1px solid #ccc;image-rendering:pixelated}
-.meta{color:#666;font-size:.85em}
-"""
+_BUFFERED_CHUNKS = 500
+"""Template output pieces joined before each write: one write per tiny piece costs more than the rest."""
 
-_SCRIPT = """
-function show(kind){document.querySelectorAll('details.ep').forEach(function(e){
- e.style.display=(kind==='all'||e.classList.contains(kind))?'':'none';});}
-"""
+_environment: Environment | None = None
 
 
-def _text_with_images(text: str, refs: Sequence[str]) -> str:
+def environment() -> Environment:
+    """The viewer's Jinja2 environment: templates from the package, autoescaping always on (also
+    for templates whose name does not end in ``.html``), and undefined names are errors."""
+    global _environment
+    if _environment is None:
+        _environment = Environment(
+            loader=PackageLoader("vista_rl.store", "templates"),
+            autoescape=select_autoescape(default=True, default_for_string=True),
+            undefined=StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+    return _environment
+
+
+def relative_url(target: Path, page: Path) -> str:
+    """``target`` as a URL relative to the directory of the HTML file ``page`` (works from file://)."""
+    return Path(os.path.relpath(target.resolve(), page.resolve().parent)).as_posix()
+
+
+class _Images:
+    """Turns image refs into relative URLs, or ``None`` for an image missing from the run."""
+
+    def __init__(self, images_dir: Path, page: Path) -> None:
+        self.base = relative_url(images_dir, page)
+        self.present = {path.stem for path in images_dir.glob("*.png")} if images_dir.is_dir() else set()
+
+    def url(self, ref: str | None) -> str | None:
+        return f"{self.base}/{ref}.png" if ref and ref in self.present else None
+
+
+def _segments(text: str, refs: Sequence[str], images: _Images) -> list[dict[str, Any]]:
+    """Observation text split at image placeholders: text pieces and images, in order."""
     pieces = text.split(IMAGE_PLACEHOLDER)
-    out: list[str] = []
+    out: list[dict[str, Any]] = []
     for index, piece in enumerate(pieces):
-        out.append(html.escape(piece))
+        if piece:
+            out.append({"kind": "text", "text": piece})
         if index < len(pieces) - 1:
             ref = refs[index] if index < len(refs) else None
-            out.append(f'<img loading="lazy" src="{IMAGES_DIR}/{html.escape(ref)}.png" alt="{html.escape(ref)}">'
-                       if ref else "[missing image]")
-    return "".join(out)
+            out.append({"kind": "image", "ref": ref or "?", "url": images.url(ref)})
+    return out
 
 
-def _episode(index: int, record: dict[str, Any]) -> str:
-    success, failure = bool(record.get("success")), record.get("failure")
-    meta = record.get("metadata", {})
-    kind = "error" if failure else ("success" if success else "failed")
-    status = {"error": '<span class="err">error</span>', "success": '<span class="ok">success</span>',
-              "failed": '<span class="bad">failed</span>'}[kind]
-    title = (f"#{index} {html.escape(str(record.get('env_id')))} seed {record.get('seed')} "
-             f"sample {record.get('sample_index', 0)}: {status}, reward {record.get('total_reward', 0):.3g}, "
-             f"{record.get('num_turns', 0)} turn(s), {html.escape(str(meta.get('stop_reason', '')))}")
-    parts = [f'<details class="ep {kind}"><summary>{title}</summary>']
-    if failure:
-        parts.append(f'<div class="msg err">failure: {html.escape(str(failure))}</div>')
-    if record.get("system_prompt"):
-        parts.append(f'<details><summary class="meta">system prompt</summary><div class="msg system">'
-                     f'{html.escape(record["system_prompt"])}</div></details>')
-    for number, turn in enumerate(record.get("turns", []), start=1):
-        parts.append(f'<div class="msg user"><b>observation {number}</b>\n'
-                     f'{_text_with_images(turn.get("observation", ""), turn.get("image_refs", []))}</div>')
-        parts.append(f'<div class="msg assistant"><b>response {number}</b>\n'
-                     f'{html.escape(turn.get("response", ""))}</div>')
-        for call in turn.get("tool_calls", []):
-            arguments = html.escape(json.dumps(call.get("arguments"), ensure_ascii=False))
-            flag = " (error)" if call.get("error") else ""
-            images = f" + {call['num_images']} image(s)" if call.get("num_images") else ""
-            parts.append(f'<div class="msg tool"><b>tool {html.escape(str(call.get("name")))}{flag}</b> '
-                         f'{arguments}\n{html.escape(str(call.get("result_text", "")))}{images}</div>')
-        info = {key: value for key, value in turn.get("info", {}).items() if key != "finish_reason"}
-        parts.append(f'<div class="meta">reward {turn.get("reward", 0):.3g} · info '
-                     f'{html.escape(json.dumps(info, ensure_ascii=False, default=str)[:400])}</div>')
-    if meta.get("final_observation"):
-        parts.append(f'<div class="msg user"><b>final observation</b>\n{html.escape(meta["final_observation"])}</div>')
-    parts.append("</details>")
-    return "\n".join(parts)
+def _tool_calls(turn: dict[str, Any], next_turn: dict[str, Any] | None, images: _Images) -> list[dict[str, Any]]:
+    """The turn's tool calls with their result images.  The engine sends every result of a turn
+    to the model as the next turn's observation, images in call order, so the first images of the
+    next turn are the results'.  After the last turn nothing recorded them."""
+    calls = turn.get("tool_calls") or []
+    wanted = sum(int(call.get("num_images") or 0) for call in calls)
+    next_refs = list((next_turn or {}).get("image_refs") or [])
+    available = next_refs[:wanted] if len(next_refs) >= wanted else []
+    out = []
+    cursor = 0
+    for call in calls:
+        count = int(call.get("num_images") or 0)
+        refs = available[cursor:cursor + count]
+        cursor += count
+        out.append({
+            "name": str(call.get("name")),
+            "arguments": json.dumps(call.get("arguments"), ensure_ascii=False, default=str),
+            "result": str(call.get("result_text", "")),
+            "error": bool(call.get("error")),
+            "images": [{"ref": ref, "url": images.url(ref)} for ref in refs],
+            "unrecorded_images": count - len(refs),
+        })
+    return out
 
 
-def _metrics_table(metrics: dict[str, Any]) -> str:
+def _turn(number: int, turn: dict[str, Any], next_turn: dict[str, Any] | None, images: _Images) -> dict[str, Any]:
+    response = str(turn.get("response", ""))
+    parsed = parse_response(response)
+    info = {key: value for key, value in (turn.get("info") or {}).items() if key != "finish_reason"}
+    info_text = json.dumps(info, ensure_ascii=False, default=str)
+    return {
+        "number": number,
+        "observation": _segments(str(turn.get("observation", "")), turn.get("image_refs") or [], images),
+        "response": response,
+        "think": parsed.think,
+        "answer": parsed.answer,
+        "tool_calls": _tool_calls(turn, next_turn, images),
+        "reward": float(turn.get("reward") or 0.0),
+        "info": info_text if len(info_text) <= INFO_CHARS else info_text[:INFO_CHARS] + " ...",
+        "error": turn.get("error"),
+    }
+
+
+def episode_view(index: int, record: dict[str, Any], images: _Images) -> dict[str, Any]:
+    """One stored trajectory record as the template's episode dict."""
+    meta = record.get("metadata") or {}
+    turns = list(record.get("turns") or [])
+    return {
+        "index": index,
+        "env_id": str(record.get("env_id")),
+        "seed": record.get("seed"),
+        "sample_index": record.get("sample_index", 0),
+        "status": episode_status(record),
+        "total_reward": float(record.get("total_reward") or 0.0),
+        "num_turns": len(turns),
+        "stop_reason": str(meta.get("stop_reason", "")),
+        "failure": record.get("failure"),
+        "system_prompt": record.get("system_prompt") or "",
+        "turns": [_turn(number, turn, turns[number] if number < len(turns) else None, images)
+                  for number, turn in enumerate(turns, start=1)],
+        "final_observation": meta.get("final_observation") or "",
+    }
+
+
+def metric_rows(metrics: dict[str, Any]) -> list[dict[str, str]]:
+    """Summary metrics with 95% CIs as rows of text."""
     rows = []
     for name, value in metrics.items():
         if isinstance(value, dict) and "value" in value:
-            low, high = value.get("ci95_low"), value.get("ci95_high")
-            shown = f"{value['value']:.3f} [{low:.3f}, {high:.3f}]" if None not in (value["value"], low, high) else "n/a"
-            rows.append(f"<tr><td>{html.escape(name)}</td><td>{shown}</td><td>n={value.get('n')}</td></tr>")
-    return '<table class="metrics"><tr><th>metric</th><th>value [95% CI]</th><th></th></tr>' + "".join(rows) + "</table>"
+            parts = (value["value"], value.get("ci95_low"), value.get("ci95_high"))
+            shown = "n/a" if None in parts else f"{parts[0]:.3f} [{parts[1]:.3f}, {parts[2]:.3f}]"
+            rows.append({"name": name.replace("_", " "), "value": shown, "n": str(value.get("n", ""))})
+    return rows
 
 
-def _write(handle: IO[str], title: str, metrics: dict[str, Any], records: Iterable[dict[str, Any]], limit: int) -> int:
-    handle.write(f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-                 f"<style>{_STYLE}</style><script>{_SCRIPT}</script></head><body>")
-    handle.write(f"<h1>{html.escape(title)}</h1>")
-    if metrics:
-        handle.write(_metrics_table(metrics))
-    handle.write('<p class="bar">show: <button onclick="show(\'all\')">all</button>'
-                 '<button onclick="show(\'success\')">success</button>'
-                 '<button onclick="show(\'failed\')">failed</button>'
-                 '<button onclick="show(\'error\')">errors</button></p>')
-    count = 0
-    for index, record in enumerate(records):
-        if index >= limit:
-            handle.write(f'<p class="meta">only the first {limit} episodes are shown; '
-                         f"use vista trajectories show for the rest</p>")
-            break
-        handle.write(_episode(index, record))
-        count += 1
-    handle.write("</body></html>\n")
-    return count
+class _Limited:
+    """Yields at most ``limit`` episode views and remembers whether more were left out; the
+    template reads ``truncated`` after its loop, when the stream is exhausted."""
+
+    def __init__(self, reader: RunReader, limit: int, images: _Images) -> None:
+        self.reader, self.limit, self.images = reader, limit, images
+        self.truncated = False
+        self.count = 0
+
+    @property
+    def skipped(self) -> int:
+        """Unreadable lines met so far (all of them once the loop has finished)."""
+        return self.reader.skipped_lines
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for index, record in enumerate(self.reader.records()):
+            if index >= self.limit:
+                self.truncated = True
+                return
+            self.count += 1
+            yield episode_view(index, record, self.images)
 
 
 def write_html(run_dir: str | Path, out: str | Path | None = None, limit: int = DEFAULT_LIMIT) -> Path:
-    """Render the run's trajectories (streamed, so memory stays small) into one HTML file."""
+    """Render the run's trajectories (streamed, so memory stays small) into one HTML file.  Image
+    links are relative to where the page is written, so ``out`` may lie outside the run."""
     reader = RunReader(run_dir)
     path = Path(out) if out is not None else reader.run_dir / HTML_FILE
-    title = f"VISTA run {reader.run_dir.name}"
-    with open(path, "w", encoding="utf-8") as handle:
-        _write(handle, title, reader.metrics(), reader.records(), limit)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    episodes = _Limited(reader, limit, _Images(reader.images_dir, path))
+    template = environment().get_template("trajectories.html.j2")
+    stream = template.stream(title=f"VISTA run {reader.run_dir.name}", metrics=metric_rows(reader.metrics()),
+                             episodes=episodes, limit=limit)
+    stream.enable_buffering(_BUFFERED_CHUNKS)
+    stream.dump(str(path), encoding="utf-8")
     return path
+

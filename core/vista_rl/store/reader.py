@@ -23,6 +23,14 @@ from vista_rl.store.layout import (
 from vista_rl.trajectory import Trajectory
 
 
+def episode_status(record: dict[str, Any]) -> str:
+    """``error`` (the episode broke: env, tool or model failure), ``success`` or ``failed``: the
+    three outcomes the viewer's filters and ``vista trajectories show --only`` use."""
+    if record.get("failure"):
+        return "error"
+    return "success" if record.get("success") else "failed"
+
+
 class RunReader:
     """``for trajectory in RunReader(run_dir): ...``; ``reader.image(ref)`` loads one image."""
 
