@@ -4,6 +4,8 @@
   JSON, unclosed tags, wrong case, stray separators) mixed with well-formed ones.
 - :func:`episode_fingerprint` / :func:`fingerprint_in_subprocess`: a hash of a whole episode
   (every observation's text and pixels, rewards, flags) to compare across processes.
+- :func:`play_oracle_checked`: the oracle's responses parse strictly and its predictions come true.
+- :func:`assert_incremental_frames_match`: a game's repainted frames equal full redraws.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import random
 import subprocess
 import sys
 from collections.abc import Sequence
@@ -98,3 +101,21 @@ def play_oracle_checked(env: Any, seed: int, max_turns: int = 200) -> vista_rl.S
         if result.done:
             return result
     raise AssertionError(f"the oracle did not finish seed {seed} within {max_turns} turns")
+
+
+def assert_incremental_frames_match(env: Any, action_names: Sequence[str], seed: int, turns: int = 40,
+                                    rng_seed: int = 0) -> None:
+    """Play random single actions mixed with oracle turns (whose look-ahead snapshots and restores
+    the state) and assert after each step that the frame the env repainted cell by cell equals one
+    composed from scratch.  For games that keep their frame in a kit ``TileFrame`` at ``env._frame``;
+    the env must render images (``render_mode`` "vision" or "both") with one action per turn."""
+    rng = random.Random(rng_seed)
+    env.reset(seed=seed)
+    for turn in range(turns):
+        response = env.oracle_response() if turn % 3 == 2 else None
+        result = env.step(response or env._format.compose(rng.choice(list(action_names))))
+        incremental = result.observation.images[0].tobytes()
+        env._frame.reset()  # the next render composes the whole frame from the state
+        assert env.render_image().tobytes() == incremental, f"turn {turn}: repainted frame differs"
+        if result.done:
+            env.reset(seed=rng.randrange(1000))
