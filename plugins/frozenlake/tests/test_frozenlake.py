@@ -5,10 +5,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from pydantic import ValidationError
 from vista_plugin_frozenlake.lake import ACTION_NAMES, GenerationError, distances_to_goal, generate_map
+from vista_plugin_gamekit.expert import generate_expert_trajectories
+from vista_plugin_gamekit.formats import PROMPT_FORMATS
 
 import vista_rl
-from vista_rl.games.expert import generate_expert_trajectories
-from vista_rl.games.formats import PROMPT_FORMATS
 from vista_rl_sdk import check_env
 from vista_rl_sdk.game_testing import (
     assert_incremental_frames_match,

@@ -11,13 +11,13 @@ from typing import Any
 
 import numpy as np
 from pydantic import Field, model_validator
+from vista_plugin_gamekit.planning import greedy_plan
+from vista_plugin_gamekit.relations import describe, relations
+from vista_plugin_gamekit.sprites import TileFrame
+from vista_plugin_gamekit.textgame import ActionResult, GameConfig, TextGameEnv
 
 from vista_plugin_frozenlake import render
 from vista_plugin_frozenlake.lake import ACTION_NAMES, LakeMap, from_rows, generate_map, neighbour
-from vista_rl.games.gamekit import ActionResult, GameConfig, TextGameEnv
-from vista_rl.games.planning import greedy_plan
-from vista_rl.games.relations import describe, relations
-from vista_rl.games.sprites import TileFrame
 
 RULES = (
     "You are a FrozenLake solver.\n"

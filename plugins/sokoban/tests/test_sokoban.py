@@ -5,13 +5,13 @@ from collections import deque
 import pytest
 from hypothesis import HealthCheck, given, settings
 from pydantic import ValidationError
+from vista_plugin_gamekit.expert import expert_trajectory, generate_expert_trajectories
+from vista_plugin_gamekit.formats import PROMPT_FORMATS
 from vista_plugin_sokoban.generate import GenerationError, generate_level
 from vista_plugin_sokoban.level import ACTION_NAMES, move, parse_level
 from vista_plugin_sokoban.solver import reverse_distances, solve
 
 import vista_rl
-from vista_rl.games.expert import expert_trajectory, generate_expert_trajectories
-from vista_rl.games.formats import PROMPT_FORMATS
 from vista_rl_sdk import check_env
 from vista_rl_sdk.game_testing import (
     assert_incremental_frames_match,

@@ -13,15 +13,15 @@ from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
+from vista_plugin_gamekit.planning import greedy_plan
+from vista_plugin_gamekit.relations import describe, relations
+from vista_plugin_gamekit.sprites import TileFrame
+from vista_plugin_gamekit.textgame import ActionResult, GameConfig, TextGameEnv
 
 from vista_plugin_sokoban import render
 from vista_plugin_sokoban.generate import generate_level
 from vista_plugin_sokoban.level import ACTION_NAMES, Level, State, move, parse_level
 from vista_plugin_sokoban.solver import solve
-from vista_rl.games.gamekit import ActionResult, GameConfig, TextGameEnv
-from vista_rl.games.planning import greedy_plan
-from vista_rl.games.relations import describe, relations
-from vista_rl.games.sprites import TileFrame
 
 RULES = (
     "You are a Sokoban solver.\n"
