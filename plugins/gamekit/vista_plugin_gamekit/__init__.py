@@ -4,6 +4,7 @@ expert trajectories.  Any env plugin can build on it; Sokoban, FrozenLake and th
 adapters do.  A library, not a plugin: importing it registers nothing.
 """
 
+from vista_plugin_gamekit.expert import expert_trajectory, generate_expert_trajectories
 from vista_plugin_gamekit.formats import PROMPT_FORMATS, FormatSpec, PromptFormat, format_spec
 from vista_plugin_gamekit.planning import greedy_plan
 from vista_plugin_gamekit.relations import describe, relation, relations
@@ -12,5 +13,5 @@ from vista_plugin_gamekit.textgame import ActionResult, GameConfig, RenderMode, 
 
 __all__ = [
     "PROMPT_FORMATS", "ActionResult", "FormatSpec", "GameConfig", "PromptFormat", "RenderMode", "TextGameEnv",
-    "TileFrame", "compose", "describe", "format_spec", "greedy_plan", "paint", "relation", "relations",
+    "TileFrame", "compose", "describe", "expert_trajectory", "format_spec", "generate_expert_trajectories", "greedy_plan", "paint", "relation", "relations",
 ]
