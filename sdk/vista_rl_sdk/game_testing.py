@@ -11,16 +11,13 @@
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import random
-import subprocess
-import sys
 from collections.abc import Sequence
 from typing import Any
 
 import vista_rl
 from vista_rl.observation import observation_fingerprint
+from vista_rl_sdk.fresh_process import call_in_fresh_process
 
 
 def model_outputs(action_names: Sequence[str], sep: str = ",") -> Any:
@@ -72,13 +69,8 @@ def episode_fingerprint(env_id: str, config: dict[str, Any], seed: int, response
 def fingerprint_in_subprocess(env_id: str, config: dict[str, Any], seed: int, responses: Sequence[str],
                               hash_seed: str = "4242") -> str:
     """The same fingerprint computed in a fresh interpreter with another ``PYTHONHASHSEED``."""
-    payload = json.dumps([env_id, config, seed, list(responses)])
-    code = ("import json, sys; from vista_rl_sdk.game_testing import episode_fingerprint as f; "
-            "print(f(*json.loads(sys.argv[1])))")
-    env = dict(os.environ, PYTHONHASHSEED=hash_seed)
-    done = subprocess.run([sys.executable, "-c", code, payload], capture_output=True, text=True, env=env,
-                          timeout=120, check=True)
-    return done.stdout.strip().splitlines()[-1]
+    return str(call_in_fresh_process("vista_rl_sdk.game_testing:episode_fingerprint", env_id, config, seed,
+                                     list(responses), hash_seed=hash_seed, timeout=120))
 
 
 def play_oracle_checked(env: Any, seed: int, max_turns: int = 200) -> vista_rl.StepResult:
