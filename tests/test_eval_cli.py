@@ -76,7 +76,7 @@ def test_old_reflection_attempts_names_still_work_with_a_warning(tmp_path, capsy
     until 0.2 and say so."""
     with pytest.warns(FutureWarning, match=r"rollout\.max_attempts is deprecated.*rollout\.reflection_attempts"):
         section = RolloutSection(reflection=True, max_attempts=2)
-    assert section.reflection_attempts == 2
+    assert section.reflection_attempts == section.max_attempts == 2
     with pytest.raises(ValidationError, match="give only rollout.reflection_attempts"):
         RolloutSection(max_attempts=2, reflection_attempts=3)
     responses = tmp_path / "responses.json"

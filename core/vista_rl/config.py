@@ -65,6 +65,11 @@ class RolloutSection(Section):
     def _old_names(cls, data: Any) -> Any:
         return renamed_keys(data, {"max_attempts": "reflection_attempts"}, "rollout.")
 
+    @property
+    def max_attempts(self) -> int:
+        """Old name of :attr:`reflection_attempts`, readable until 0.2 (code written before the rename)."""
+        return self.reflection_attempts
+
 
 class RunConfig(Section):
     """The run config every engine receives.  Engines may read extra sections of their own from
