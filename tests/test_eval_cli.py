@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pydantic import ValidationError
 
 from tests.rollout_testkit import RolloutTestPlugin
 from vista_rl.cli.main import main
+from vista_rl.config import RolloutSection
 from vista_rl.store import RunReader
 
 ODD = "oddshape/odd-colour-v0"
@@ -56,7 +58,7 @@ def test_eval_from_yaml_with_set_overrides_and_reflection(tmp_path, capsys):
         "env": {"id": "test/guess-v0"},
         "model": {"backend": "scripted", "path": str(responses)},
         "output_dir": str(tmp_path / "yaml-run"),
-        "rollout": {"episodes": 2, "reflection": True, "max_attempts": 3},
+        "rollout": {"episodes": 2, "reflection": True, "reflection_attempts": 3},
     }))
     code, text = vista_cli(capsys, "eval", str(config), "--set", "rollout.episodes=3", "--max-turns", "2")
     assert code == 0, text
@@ -66,6 +68,29 @@ def test_eval_from_yaml_with_set_overrides_and_reflection(tmp_path, capsys):
     saved = yaml.safe_load((tmp_path / "yaml-run" / "config.yaml").read_text())
     assert saved["rollout"]["episodes"] == 3 and saved["rollout"]["max_turns"] == 2
     assert saved["rollout"]["sampling"]["temperature"] == 1.0  # flags not given do not override the file
+
+
+def test_old_reflection_attempts_names_still_work_with_a_warning(tmp_path, capsys):
+    """rollout.max_attempts / --max-attempts were renamed rollout.reflection_attempts /
+    --reflection-attempts (the vqa env's own answer attempts are another thing): the old names work
+    until 0.2 and say so."""
+    with pytest.warns(FutureWarning, match=r"rollout\.max_attempts is deprecated.*rollout\.reflection_attempts"):
+        section = RolloutSection(reflection=True, max_attempts=2)
+    assert section.reflection_attempts == section.max_attempts == 2
+    with pytest.raises(ValidationError, match="give only rollout.reflection_attempts"):
+        RolloutSection(max_attempts=2, reflection_attempts=3)
+    responses = tmp_path / "responses.json"
+    responses.write_text(json.dumps(["<answer>9</answer>"]))  # always wrong: every attempt is used
+    out = tmp_path / "old-flag"
+    code, text = vista_cli(capsys, "eval", "--env", "test/guess-v0", "--model", f"scripted:{responses}",
+                           "--episodes", "1", "--reflection", "--max-attempts", "2", "--out", str(out), "--no-html")
+    assert code == 0, text
+    assert "--max-attempts is deprecated" in text
+    assert yaml.safe_load((out / "config.yaml").read_text())["rollout"]["reflection_attempts"] == 2
+    assert json.loads((out / "metrics.json").read_text())["mean_attempts"]["value"] == 2
+    code, text = vista_cli(capsys, "eval", "--env", "test/guess-v0", "--model", f"scripted:{responses}",
+                           "--max-attempts", "2", "--reflection-attempts", "3", "--out", str(out))
+    assert code != 0 and "give only the new one" in text
 
 
 def test_a_failing_env_is_reported_and_the_run_completes(tmp_path, capsys):

@@ -162,7 +162,7 @@ def test_a_misbehaving_backend_is_recorded(mode):
 
 def test_reflection_retries_a_wrong_final_answer():
     backend = CharTokenBackend(["<answer>9</answer>", "<answer>2</answer>"])
-    trajectories, _ = run(backend, [EpisodeSpec("test/guess-v0", 2)], reflection=True, max_attempts=3)
+    trajectories, _ = run(backend, [EpisodeSpec("test/guess-v0", 2)], reflection=True, reflection_attempts=3)
     trajectory = trajectories[0]
     assert trajectory.success and trajectory.num_turns == 2
     assert trajectory.metadata["attempts"] == 2 and trajectory.metadata["first_attempt_success"] is False
@@ -171,9 +171,9 @@ def test_reflection_retries_a_wrong_final_answer():
     assert [turn.reward for turn in trajectory.turns] == [0.0, 1.0]
 
 
-def test_reflection_stops_after_max_attempts_and_is_off_by_default():
+def test_reflection_stops_after_reflection_attempts_and_is_off_by_default():
     wrong = CharTokenBackend(["<answer>9</answer>"])
-    trajectories, _ = run(wrong, [EpisodeSpec("test/guess-v0", 2)], reflection=True, max_attempts=3)
+    trajectories, _ = run(wrong, [EpisodeSpec("test/guess-v0", 2)], reflection=True, reflection_attempts=3)
     assert trajectories[0].num_turns == 3 and not trajectories[0].success
     assert "This is your last attempt." in trajectories[0].turns[2].observation
     trajectories, _ = run(CharTokenBackend(["<answer>9</answer>"]), [EpisodeSpec("test/guess-v0", 2)])

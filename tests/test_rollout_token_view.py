@@ -75,7 +75,7 @@ def test_tool_images_enter_the_view_in_order():
 
 def test_reflection_turns_are_one_sequence():
     backend = CharTokenBackend(["<answer>7</answer>", "<answer>1</answer>"])
-    with RolloutEngine(backend, RolloutSection(reflection=True, max_attempts=2)) as engine:
+    with RolloutEngine(backend, RolloutSection(reflection=True, reflection_attempts=2)) as engine:
         trajectory = engine.run([EpisodeSpec("test/guess-v0", 1)])[0]
     assert trajectory.success and trajectory.token_view.turn_rewards == [0.0, 1.0]
     assert trajectory.token_view.alignment == ["exact"]

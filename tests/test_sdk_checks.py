@@ -13,6 +13,7 @@ from tests.test_contracts import Zoom
 from vista_rl import Env, Observation, StepResult
 from vista_rl.judges import ExactMatchJudge, FormatJudge
 from vista_rl_sdk import CheckFailure, check_env, check_estimator, check_judge, check_tool
+from vista_rl_sdk.fresh_process import call_in_fresh_process
 
 
 class GoodEnv(Env):
@@ -80,6 +81,17 @@ def test_broken_envs_are_caught(env, message):
 def test_cross_process_nondeterminism_is_caught():
     with pytest.raises(CheckFailure, match="another process"):
         check_env(HashSeeded)
+
+
+def test_fresh_process_fingerprint_helper_sets_the_hash_seed_and_reports_failures():
+    """The one subprocess runner behind check_env's and game_testing's cross-process fingerprints."""
+    assert call_in_fresh_process("os:getenv", "PYTHONHASHSEED", hash_seed="77") == "77"
+    first, again, other = (call_in_fresh_process("builtins:hash", "level-3", hash_seed=seed)
+                           for seed in ("1", "1", "2"))
+    assert first == again != other
+    assert call_in_fresh_process("builtins:print", "noise on stdout") is None  # printing is not the result
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        call_in_fresh_process("operator:truediv", 1, 0)
 
 
 def test_check_tool():

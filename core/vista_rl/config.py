@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal, TypeVar
+from warnings import warn
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from vista_rl.errors import ConfigError
 from vista_rl.model import Sampling
@@ -45,8 +46,10 @@ class RolloutSection(Section):
     group_size: int = Field(1, ge=1, description="samples per seed (G)")
     window_size: int | None = Field(None, ge=1, description="keep only the last k turns in context")
     max_context_tokens: int | None = Field(None, ge=1)
-    reflection: bool = False
-    max_attempts: int = Field(1, ge=1)
+    reflection: bool = Field(False, description="engine-side reflection: after a wrong final answer, reset the "
+                             "env to the same seed and let the model try again with feedback (docs/reflection.md)")
+    reflection_attempts: int = Field(1, ge=1, description="tries per episode with reflection, the first included "
+                                     "(was max_attempts)")
     env_timeout_s: float = Field(60.0, gt=0)
     tool_timeout_s: float = Field(30.0, gt=0)
     sampling: SamplingSection = Field(default_factory=SamplingSection)
@@ -56,6 +59,16 @@ class RolloutSection(Section):
     tool_response_role: Literal["user", "tool"] = Field(
         "user", description="role of the message carrying tool results back to the model")
     describe_tools: bool = Field(True, description="append the env's tool schemas to its system prompt")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, data: Any) -> Any:
+        return renamed_keys(data, {"max_attempts": "reflection_attempts"}, "rollout.")
+
+    @property
+    def max_attempts(self) -> int:
+        """Old name of :attr:`reflection_attempts`, readable until 0.2 (code written before the rename)."""
+        return self.reflection_attempts
 
 
 class RunConfig(Section):
@@ -69,6 +82,27 @@ class RunConfig(Section):
     model: ModelSection = Field(default_factory=ModelSection)
     rollout: RolloutSection = Field(default_factory=RolloutSection)
     engine_config: dict[str, Any] = Field(default_factory=dict)
+
+
+def renamed_keys(data: Any, renames: dict[str, str], prefix: str = "") -> Any:
+    """Accept the old name of each renamed config key for one release (``renames``: old -> new).
+
+    For a ``model_validator(mode="before")``: the old key is moved to the new one with a
+    ``FutureWarning`` (shown to users by default, unlike ``DeprecationWarning``) that names both;
+    giving both is an error.  ``prefix`` is the section's dotted path, for the messages.
+    """
+    if not isinstance(data, dict) or not renames.keys() & data.keys():
+        return data
+    data = dict(data)
+    for old, new in renames.items():
+        if old not in data:
+            continue
+        if new in data:
+            raise ValueError(f"{prefix}{old} is the old name of {prefix}{new}; give only {prefix}{new}")
+        warn(f"config key {prefix}{old} is deprecated and goes away in vista-rl 0.2; use {prefix}{new}",
+             FutureWarning, stacklevel=2)
+        data[new] = data.pop(old)
+    return data
 
 
 def parse_override(override: str) -> tuple[list[str], Any]:

@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +20,7 @@ from vista_rl.judge import Judge
 from vista_rl.observation import Observation, count_placeholders, observation_fingerprint
 from vista_rl.registry import is_import_path, resolve_import_path
 from vista_rl.tool import Tool, ToolContext, ToolResult
+from vista_rl_sdk.fresh_process import call_in_fresh_process
 
 #: Hostile model outputs by name, for plugin tests that assert what an env answers to each one
 #: (``pytest.mark.parametrize("action", ADVERSARIAL_ACTIONS.values(), ids=ADVERSARIAL_ACTIONS.keys())``).
@@ -105,24 +103,11 @@ def fingerprints(factory: EnvFactory, config: dict[str, Any], seeds: Sequence[in
     return out
 
 
-def _fingerprints_in_subprocess(path: str, config: dict[str, Any], seeds: Sequence[int]) -> list[str]:
-    payload = json.dumps({"path": path, "config": config, "seeds": list(seeds)})
-    env = dict(os.environ, PYTHONHASHSEED="12345", PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
-    code = "import sys, vista_rl_sdk.checks as c; c._fingerprint_main(sys.argv[1])"
-    completed = subprocess.run([sys.executable, "-c", code, payload], capture_output=True, text=True,
-                               env=env, timeout=300)
-    if completed.returncode != 0:
-        raise RuntimeError(f"the env could not be created in a fresh process:\n{completed.stderr[-2000:]}")
-    return list(json.loads(completed.stdout.strip().splitlines()[-1]))
-
-
-def _fingerprint_main(payload: str) -> None:
-    data = json.loads(payload)
-    path: str = data["path"]
-    factory: EnvFactory = path
-    if is_import_path(path):
-        factory = resolve_import_path(path)
-    print(json.dumps(fingerprints(factory, data["config"], data["seeds"])))
+def _fingerprints_of(path: str, config: dict[str, Any], seeds: list[int]) -> list[str]:
+    """:func:`fingerprints` for a factory named by registry id or import path (what a fresh process
+    can be told)."""
+    factory: EnvFactory = resolve_import_path(path) if is_import_path(path) else path
+    return fingerprints(factory, config, seeds)
 
 
 def _check_observation(report: CheckReport, observation: Any, where: str) -> bool:
@@ -210,7 +195,7 @@ def check_env(
     path = _factory_path(env)
     if cross_process and path is not None and len(local) == len(seeds):
         try:
-            remote = _fingerprints_in_subprocess(path, config, seeds)
+            remote = call_in_fresh_process("vista_rl_sdk.checks:_fingerprints_of", path, config, list(seeds))
             if remote != local:
                 differing = [s for s, a, b in zip(seeds, local, remote, strict=True) if a != b]
                 report.fail(f"seeds {differing} give different observations in another process "

@@ -4,20 +4,20 @@
   JSON, unclosed tags, wrong case, stray separators) mixed with well-formed ones.
 - :func:`episode_fingerprint` / :func:`fingerprint_in_subprocess`: a hash of a whole episode
   (every observation's text and pixels, rewards, flags) to compare across processes.
+- :func:`play_oracle_checked`: the oracle's responses parse strictly and its predictions come true.
+- :func:`assert_incremental_frames_match`: a game's repainted frames equal full redraws.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-import os
-import subprocess
-import sys
+import random
 from collections.abc import Sequence
 from typing import Any
 
 import vista_rl
 from vista_rl.observation import observation_fingerprint
+from vista_rl_sdk.fresh_process import call_in_fresh_process
 
 
 def model_outputs(action_names: Sequence[str], sep: str = ",") -> Any:
@@ -69,13 +69,8 @@ def episode_fingerprint(env_id: str, config: dict[str, Any], seed: int, response
 def fingerprint_in_subprocess(env_id: str, config: dict[str, Any], seed: int, responses: Sequence[str],
                               hash_seed: str = "4242") -> str:
     """The same fingerprint computed in a fresh interpreter with another ``PYTHONHASHSEED``."""
-    payload = json.dumps([env_id, config, seed, list(responses)])
-    code = ("import json, sys; from vista_rl_sdk.game_testing import episode_fingerprint as f; "
-            "print(f(*json.loads(sys.argv[1])))")
-    env = dict(os.environ, PYTHONHASHSEED=hash_seed)
-    done = subprocess.run([sys.executable, "-c", code, payload], capture_output=True, text=True, env=env,
-                          timeout=120, check=True)
-    return done.stdout.strip().splitlines()[-1]
+    return str(call_in_fresh_process("vista_rl_sdk.game_testing:episode_fingerprint", env_id, config, seed,
+                                     list(responses), hash_seed=hash_seed, timeout=120))
 
 
 def play_oracle_checked(env: Any, seed: int, max_turns: int = 200) -> vista_rl.StepResult:
@@ -98,3 +93,21 @@ def play_oracle_checked(env: Any, seed: int, max_turns: int = 200) -> vista_rl.S
         if result.done:
             return result
     raise AssertionError(f"the oracle did not finish seed {seed} within {max_turns} turns")
+
+
+def assert_incremental_frames_match(env: Any, action_names: Sequence[str], seed: int, turns: int = 40,
+                                    rng_seed: int = 0) -> None:
+    """Play random single actions mixed with oracle turns (whose look-ahead snapshots and restores
+    the state) and assert after each step that the frame the env repainted cell by cell equals one
+    composed from scratch.  For games that keep their frame in a kit ``TileFrame`` at ``env._frame``;
+    the env must render images (``render_mode`` "vision" or "both") with one action per turn."""
+    rng = random.Random(rng_seed)
+    env.reset(seed=seed)
+    for turn in range(turns):
+        response = env.oracle_response() if turn % 3 == 2 else None
+        result = env.step(response or env._format.compose(rng.choice(list(action_names))))
+        incremental = result.observation.images[0].tobytes()
+        env._frame.reset()  # the next render composes the whole frame from the state
+        assert env.render_image().tobytes() == incremental, f"turn {turn}: repainted frame differs"
+        if result.done:
+            env.reset(seed=rng.randrange(1000))

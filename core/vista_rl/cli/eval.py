@@ -40,7 +40,8 @@ _FLAG_KEYS = {
     "episodes": "rollout.episodes",
     "max_turns": "rollout.max_turns",
     "reflection": "rollout.reflection",
-    "max_attempts": "rollout.max_attempts",
+    "reflection_attempts": "rollout.reflection_attempts",
+    "max_attempts": "rollout.reflection_attempts",  # the old flag name, until 0.2
     "seed": "seed",
     "out_dir": "output_dir",
     "group_size": "rollout.group_size",
@@ -153,8 +154,10 @@ def run_eval(config: RunConfig, backend: ModelBackend, console: Console, html: b
 @click.option("--max-turns", default=5, show_default=True, type=click.IntRange(min=1))
 @click.option("--reflection/--no-reflection", default=False, show_default=True,
               help="After a wrong final answer, give feedback and retry.")
-@click.option("--max-attempts", default=3, show_default=True, type=click.IntRange(min=1),
-              help="Attempts per episode with --reflection.")
+@click.option("--reflection-attempts", default=3, show_default=True, type=click.IntRange(min=1),
+              help="Tries per episode with --reflection, the first included (rollout.reflection_attempts).")
+@click.option("--max-attempts", default=None, type=click.IntRange(min=1), hidden=True,
+              help="Old name of --reflection-attempts (goes away in 0.2).")
 @click.option("--seed", default=0, show_default=True, type=int, help="First seed; sampling seed too.")
 @click.option("--temperature", default=0.0, show_default=True, type=click.FloatRange(min=0.0))
 @click.option("--max-tokens", default=None, type=click.IntRange(min=1), help="New tokens per turn.")
@@ -171,8 +174,15 @@ def eval_command(ctx: click.Context, config_file: Path | None, config_option: Pa
     if config_file and config_option and config_file != config_option:
         raise click.UsageError("give the config file once (positional CONFIG_FILE or --config)")
     config_path = config_file or config_option
-    if not values.get("reflection") and ctx.get_parameter_source("max_attempts") == ParameterSource.DEFAULT:
-        values["max_attempts"] = None if config_path else 1
+    attempts_given = ctx.get_parameter_source("reflection_attempts") != ParameterSource.DEFAULT
+    if values.get("max_attempts") is not None:
+        if attempts_given:
+            raise click.UsageError("--max-attempts is the old name of --reflection-attempts; give only the new one")
+        click.echo("warning: --max-attempts is deprecated and goes away in vista-rl 0.2; "
+                   "use --reflection-attempts", err=True)
+        values["reflection_attempts"] = None
+    elif not values.get("reflection") and not attempts_given:
+        values["reflection_attempts"] = None if config_path else 1
     config = resolve_config(ctx, config_path, values, sets)
     check_env(config)
     backend = build_backend(config)

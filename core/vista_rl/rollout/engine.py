@@ -451,7 +451,7 @@ class RolloutEngine:
             return
         episode.trajectory.metadata["final_observation"] = result.observation.text
         retry = (self.settings.reflection and result.terminated and result.info.get("success") is False
-                 and result.info.get("retryable", True) and episode.attempt < self.settings.max_attempts)
+                 and result.info.get("retryable", True) and episode.attempt < self.settings.reflection_attempts)
         if retry:
             episode.needs_reset = True
             episode.trajectory.metadata["reflection_reason"] = result.info.get("reflection_feedback", "")
@@ -471,7 +471,7 @@ class RolloutEngine:
             last_info = episode.trajectory.turns[-1].info
             episode.attempt += 1
             episode.turns_in_attempt = 0
-            remaining = self.settings.max_attempts - episode.attempt + 1
+            remaining = self.settings.reflection_attempts - episode.attempt + 1
             feedback = str(last_info.get("reflection_feedback") or "Your answer was not correct.")
             if last_info.get("format_ok") is False:
                 feedback += " Your response did not follow the required format."

@@ -64,7 +64,7 @@ def test_generation_is_seeded():
 
 
 @pytest.mark.parametrize("config", [{}, {"chart_types": ["pie"], "prompt_format": "no_think"},
-                                    {"max_attempts": 3, "reward_mode": "decayed"}])
+                                    {"answer_attempts": 3, "reward_mode": "decayed"}])
 def test_synthetic_conformance(config):
     check_env(SYNTHETIC, config, seeds=(0, 1))
 

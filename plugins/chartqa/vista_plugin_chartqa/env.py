@@ -1,4 +1,4 @@
-"""Chart QA envs on the shared QA base (tool turns, reflection, relaxed-accuracy judging)."""
+"""Chart QA envs on the shared QA base (tool turns, answer attempts, relaxed-accuracy judging)."""
 
 from __future__ import annotations
 

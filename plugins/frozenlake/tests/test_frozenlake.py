@@ -5,12 +5,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from pydantic import ValidationError
 from vista_plugin_frozenlake.lake import ACTION_NAMES, GenerationError, distances_to_goal, generate_map
+from vista_plugin_gamekit.expert import generate_expert_trajectories
+from vista_plugin_gamekit.formats import PROMPT_FORMATS
 
 import vista_rl
-from vista_rl.games.expert import generate_expert_trajectories
-from vista_rl.games.formats import PROMPT_FORMATS
 from vista_rl_sdk import check_env
 from vista_rl_sdk.game_testing import (
+    assert_incremental_frames_match,
     episode_fingerprint,
     fingerprint_in_subprocess,
     model_outputs,
@@ -40,6 +41,12 @@ def test_determinism_across_processes_including_slips():
         local = episode_fingerprint(ENV_ID, config, 5, responses)
         assert fingerprint_in_subprocess(ENV_ID, config, 5, responses) == local
         assert episode_fingerprint(ENV_ID, config, 6, responses) != local
+
+
+@pytest.mark.parametrize("config", [{"prompt_format": "no_think"}, {"is_slippery": True, "size": 6}])
+def test_incremental_frames_equal_full_redraws(config):
+    env = vista_rl.make_env(ENV_ID, render_mode="both", max_actions_per_step=1, tile_size=8, **config)
+    assert_incremental_frames_match(env, ACTION_NAMES, seed=2)
 
 
 def test_pixels_of_a_fixed_seed_are_pinned():

@@ -11,12 +11,13 @@ from typing import Any
 
 import numpy as np
 from pydantic import Field, model_validator
+from vista_plugin_gamekit.planning import greedy_plan
+from vista_plugin_gamekit.relations import describe, relations
+from vista_plugin_gamekit.sprites import TileFrame
+from vista_plugin_gamekit.textgame import ActionResult, GameConfig, TextGameEnv
 
 from vista_plugin_frozenlake import render
 from vista_plugin_frozenlake.lake import ACTION_NAMES, LakeMap, from_rows, generate_map, neighbour
-from vista_rl.games.gamekit import ActionResult, GameConfig, TextGameEnv
-from vista_rl.games.relations import describe, relations
-from vista_rl.games.sprites import compose, paint
 
 RULES = (
     "You are a FrozenLake solver.\n"
@@ -67,8 +68,7 @@ class FrozenLakeEnv(TextGameEnv):
         self._map: LakeMap | None = None
         self._player = 0
         self._slip = random.Random(0)
-        self._frame: np.ndarray | None = None
-        self._dirty: set[int] = set()
+        self._frame = TileFrame()
 
     @property
     def lake(self) -> LakeMap:
@@ -85,8 +85,7 @@ class FrozenLakeEnv(TextGameEnv):
                                      config.max_solution_steps, config.random_start_goal)
         self._player = self._map.start
         self._slip = random.Random(f"frozenlake-slip:{seed}")
-        self._frame = None
-        self._dirty = set()
+        self._frame.reset()
 
     def _apply(self, action: int) -> ActionResult:
         lake, config = self.lake, self.config
@@ -98,7 +97,7 @@ class FrozenLakeEnv(TextGameEnv):
                 action = (action + 1) % 4
         before = self._player
         self._player = neighbour(lake.size, before, action)
-        self._dirty.update((before, self._player))
+        self._frame.mark(before, self._player)
         reward = config.step_penalty
         if self._player == lake.goal:
             return ActionResult(reward + config.success_reward, True, True, True)
@@ -110,7 +109,7 @@ class FrozenLakeEnv(TextGameEnv):
         return self._player, self._slip.getstate()
 
     def _restore(self, snapshot: tuple[int, Any]) -> None:
-        self._dirty.update((self._player, snapshot[0]))
+        self._frame.mark(self._player, snapshot[0])
         self._player, slip_state = snapshot
         self._slip.setstate(slip_state)
 
@@ -126,16 +125,8 @@ class FrozenLakeEnv(TextGameEnv):
         return render.GOAL if cell == lake.goal else render.HOLE if cell in lake.holes else render.FROZEN
 
     def _image(self) -> np.ndarray:
-        lake, size = self.lake, self.config.tile_size
-        sprites = render.tiles(size)
-        if self._frame is None:
-            kinds = np.array([self._kind(c) for c in range(lake.size * lake.size)], dtype=np.intp)
-            self._frame = compose(sprites, kinds.reshape(lake.size, lake.size))
-        else:
-            for cell in self._dirty:
-                paint(self._frame, sprites[self._kind(cell)], *lake.cell(cell))
-        self._dirty.clear()
-        return self._frame
+        size = self.lake.size
+        return self._frame.render(render.tiles(self.config.tile_size), size, size, self._kind)
 
     def _text_grid(self) -> str:
         symbols = {render.FROZEN: "_", render.HOLE: "O", render.GOAL: "G", render.PLAYER: "P",
@@ -184,18 +175,10 @@ class FrozenLakeEnv(TextGameEnv):
     def _plan(self) -> list[int] | None:
         if self._map is None:
             return None
-        lake, cell = self._map, self._player
-        if lake.distance[cell] <= 0 or cell in lake.holes:
-            return None
-        plan = []
-        while lake.distance[cell] > 0:
-            for action in range(4):
-                other = neighbour(lake.size, cell, action)
-                if other not in lake.holes and lake.distance[other] == lake.distance[cell] - 1:
-                    plan.append(action)
-                    cell = other
-                    break
-        return plan
+        lake = self._map
+        # Holes have distance -1, so the plan never steps into one and none starts from one.
+        return greedy_plan(self._player, lake.distance.__getitem__,
+                           lambda cell: ((action, neighbour(lake.size, cell, action)) for action in range(4)))
 
 
 def make_slippery(**config: Any) -> FrozenLakeEnv:

@@ -1,12 +1,11 @@
-"""FrozenLake sprites, drawn once per tile size as numpy arrays (see ``vista_rl.games.sprites``)."""
+"""FrozenLake sprites, drawn once per tile size as numpy arrays (see ``vista_plugin_gamekit.sprites``)."""
 
 from __future__ import annotations
 
 from functools import lru_cache
 
 import numpy as np
-
-from vista_rl.games.sprites import centred_coords, freeze, solid
+from vista_plugin_gamekit.sprites import centred_coords, freeze, solid
 
 FROZEN, HOLE, GOAL, PLAYER, PLAYER_IN_HOLE, PLAYER_ON_GOAL = range(6)
 

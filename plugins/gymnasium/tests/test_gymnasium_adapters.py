@@ -4,11 +4,11 @@ import pytest
 from gymnasium.utils.env_checker import check_env as gymnasium_check_env
 from hypothesis import HealthCheck, given, settings
 from pydantic import ValidationError
+from vista_plugin_gamekit.expert import generate_expert_trajectories
+from vista_plugin_gamekit.formats import PROMPT_FORMATS
 from vista_plugin_gymnasium.to_gymnasium import VistaGymEnv
 
 import vista_rl
-from vista_rl.games.expert import generate_expert_trajectories
-from vista_rl.games.formats import PROMPT_FORMATS
 from vista_rl_sdk import check_env
 from vista_rl_sdk.game_testing import episode_fingerprint, fingerprint_in_subprocess, model_outputs
 

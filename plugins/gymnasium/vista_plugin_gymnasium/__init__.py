@@ -3,7 +3,7 @@
 - :mod:`vista_plugin_gymnasium.from_gymnasium`: a gymnasium env with a discrete action space (and
   ``rgb_array``/``ansi`` rendering) as a VISTA env whose actions are names like ``Left``.
 - :mod:`vista_plugin_gymnasium.to_gymnasium`: a VISTA env as a ``gymnasium.Env`` with text actions.
-- The turn kit (prompt formats, multi-action turns, relations, experts) lives in :mod:`vista_rl.games`.
+- The turn kit (prompt formats, multi-action turns, relations, experts) lives in :mod:`vista_plugin_gamekit`.
 
 Kept import-light: gymnasium itself loads only when an env is made.
 """

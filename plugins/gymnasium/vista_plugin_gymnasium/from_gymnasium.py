@@ -14,9 +14,8 @@ from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field
-
-from vista_rl.games.gamekit import ActionResult, GameConfig, TextGameEnv
-from vista_rl.games.relations import describe, relations
+from vista_plugin_gamekit.relations import describe, relations
+from vista_plugin_gamekit.textgame import ActionResult, GameConfig, TextGameEnv
 
 #: Action names of well-known envs, in action-index order (from their gymnasium docs).
 KNOWN_ACTIONS: dict[str, tuple[str, ...]] = {

@@ -5,15 +5,16 @@ from collections import deque
 import pytest
 from hypothesis import HealthCheck, given, settings
 from pydantic import ValidationError
+from vista_plugin_gamekit.expert import expert_trajectory, generate_expert_trajectories
+from vista_plugin_gamekit.formats import PROMPT_FORMATS
 from vista_plugin_sokoban.generate import GenerationError, generate_level
 from vista_plugin_sokoban.level import ACTION_NAMES, move, parse_level
 from vista_plugin_sokoban.solver import reverse_distances, solve
 
 import vista_rl
-from vista_rl.games.expert import expert_trajectory, generate_expert_trajectories
-from vista_rl.games.formats import PROMPT_FORMATS
 from vista_rl_sdk import check_env
 from vista_rl_sdk.game_testing import (
+    assert_incremental_frames_match,
     episode_fingerprint,
     fingerprint_in_subprocess,
     model_outputs,
@@ -88,17 +89,10 @@ def test_pixels_of_a_fixed_seed_are_pinned():
     assert other.images[0].tobytes() != image.tobytes()
 
 
-def test_incremental_frames_equal_full_redraws():
-    env = vista_rl.make_env(ENV_ID, render_mode="vision", max_actions_per_step=1, prompt_format="no_think")
-    rng = random.Random(0)
-    env.reset(seed=3)
-    for _ in range(40):
-        result = env.step(f"<answer>{rng.choice(ACTION_NAMES)}</answer>")
-        incremental = result.observation.images[0].tobytes()
-        env._frame = None  # force a full redraw from the state
-        assert env.render_image().tobytes() == incremental
-        if result.done:
-            env.reset(seed=rng.randrange(100))
+@pytest.mark.parametrize("prompt_format", ["no_think", "grounding_worldmodeling"])
+def test_incremental_frames_equal_full_redraws(prompt_format):
+    env = vista_rl.make_env(ENV_ID, render_mode="vision", max_actions_per_step=1, prompt_format=prompt_format)
+    assert_incremental_frames_match(env, ACTION_NAMES, seed=3)
 
 
 # ----------------------------------------------------------------------------------- solver

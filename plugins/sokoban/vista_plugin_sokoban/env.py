@@ -8,18 +8,20 @@ distance table (or runs A* once the player has left it).
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
+from vista_plugin_gamekit.planning import greedy_plan
+from vista_plugin_gamekit.relations import describe, relations
+from vista_plugin_gamekit.sprites import TileFrame
+from vista_plugin_gamekit.textgame import ActionResult, GameConfig, TextGameEnv
 
 from vista_plugin_sokoban import render
 from vista_plugin_sokoban.generate import generate_level
 from vista_plugin_sokoban.level import ACTION_NAMES, Level, State, move, parse_level
 from vista_plugin_sokoban.solver import solve
-from vista_rl.games.gamekit import ActionResult, GameConfig, TextGameEnv
-from vista_rl.games.relations import describe, relations
-from vista_rl.games.sprites import compose, paint
 
 RULES = (
     "You are a Sokoban solver.\n"
@@ -75,8 +77,7 @@ class SokobanEnv(TextGameEnv):
         self._current: State = (0, ())
         self._targets: frozenset[int] = frozenset()
         self._distances: dict[State, int] = {}
-        self._frame: np.ndarray | None = None
-        self._dirty: set[int] = set()
+        self._frame = TileFrame()
 
     # ------------------------------------------------------------------ episode
     @property
@@ -102,8 +103,7 @@ class SokobanEnv(TextGameEnv):
             self._level, self._distances = generated.level, generated.distances
         self._current = self._level.start
         self._targets = frozenset(self._level.targets)
-        self._frame = None
-        self._dirty = set()
+        self._frame.reset()
 
     def _apply(self, action: int) -> ActionResult:
         level = self.level
@@ -111,10 +111,10 @@ class SokobanEnv(TextGameEnv):
         after, kind = move(level, before, action)
         reward = self.config.step_penalty
         if kind:
-            self._dirty.update((before[0], after[0]))
+            self._frame.mark(before[0], after[0])
         if kind == 2:
             pushed_to = after[0] + level.deltas[action]
-            self._dirty.add(pushed_to)
+            self._frame.mark(pushed_to)
             was_on, now_on = after[0] in self._targets, pushed_to in self._targets
             if now_on and not was_on:
                 reward += self.config.box_on_target_reward
@@ -131,7 +131,7 @@ class SokobanEnv(TextGameEnv):
 
     def _restore(self, snapshot: State) -> None:
         if snapshot != self._current:
-            self._dirty.update((snapshot[0], self._current[0], *snapshot[1], *self._current[1]))
+            self._frame.mark(snapshot[0], self._current[0], *snapshot[1], *self._current[1])
         self._current = snapshot
 
     # ------------------------------------------------------------------ views
@@ -146,17 +146,8 @@ class SokobanEnv(TextGameEnv):
         return render.TARGET if on_target else render.FLOOR
 
     def _image(self) -> np.ndarray:
-        level, size = self.level, self.config.tile_size
-        if self._frame is None:
-            kinds = np.array([self._kind(cell) for cell in range(level.height * level.width)], dtype=np.intp)
-            self._frame = compose(render.tiles(size), kinds.reshape(level.height, level.width))
-            self._dirty.clear()
-        elif self._dirty:
-            sprites = render.tiles(size)
-            for cell in self._dirty:
-                paint(self._frame, sprites[self._kind(cell)], *divmod(cell, level.width))
-            self._dirty.clear()
-        return self._frame
+        level = self.level
+        return self._frame.render(render.tiles(self.config.tile_size), level.height, level.width, self._kind)
 
     def _text_grid(self) -> str:
         return self.level.to_text(self._current, sep="\t")
@@ -196,20 +187,17 @@ class SokobanEnv(TextGameEnv):
     def _plan(self) -> list[int] | None:
         if self._level is None:
             return None
-        state, table = self._current, self._distances
-        if state not in table:
-            return solve(self.level, state)
-        plan = []
-        while table[state] > 0:
+        level = self.level
+
+        def successors(state: State) -> Iterator[tuple[int, State]]:
             for action in range(4):
-                nxt, kind = move(self.level, state, action)
-                if kind and table.get(nxt) == table[state] - 1:
-                    plan.append(action)
-                    state = nxt
-                    break
-            else:  # unreachable for an exact table; fall back to search
-                return solve(self.level, self._current)
-        return plan
+                following, kind = move(level, state, action)
+                if kind:
+                    yield action, following
+
+        plan = greedy_plan(self._current, self._distances.get, successors)
+        # Off the generator's table (a fixed level, or the player left it): search instead.
+        return plan if plan is not None else solve(level, self._current)
 
 
 def make_easy(**config: Any) -> SokobanEnv:

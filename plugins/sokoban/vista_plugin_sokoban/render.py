@@ -1,12 +1,11 @@
-"""Sokoban sprites, drawn once per tile size as numpy arrays (see ``vista_rl.games.sprites``)."""
+"""Sokoban sprites, drawn once per tile size as numpy arrays (see ``vista_plugin_gamekit.sprites``)."""
 
 from __future__ import annotations
 
 from functools import lru_cache
 
 import numpy as np
-
-from vista_rl.games.sprites import centred_coords, freeze, solid
+from vista_plugin_gamekit.sprites import centred_coords, freeze, solid
 
 # Tile kinds, in the order of the array returned by `tiles`.
 WALL, FLOOR, TARGET, BOX, BOX_ON_TARGET, PLAYER, PLAYER_ON_TARGET = range(7)

@@ -12,7 +12,7 @@ from vista_rl_sdk import check_env
 ENV = "visual_search/zoom-v0"
 
 
-@pytest.mark.parametrize("config", [{}, {"prompt_format": "no_think", "max_attempts": 2, "target_kinds": ["count"]}])
+@pytest.mark.parametrize("config", [{}, {"prompt_format": "no_think", "answer_attempts": 2, "target_kinds": ["count"]}])
 def test_conformance(config):
     check_env(ENV, config, seeds=(0, 1))
 
@@ -127,8 +127,8 @@ def test_image_and_turn_caps():
     assert fourth.truncated and not fourth.info["success"]
 
 
-def test_reflection_after_a_wrong_answer():
-    env = vista_rl.make_env(ENV, target_kinds=["count"], max_attempts=2, reward_mode="decayed", decay=0.5,
+def test_another_answer_attempt_after_a_wrong_answer():
+    env = vista_rl.make_env(ENV, target_kinds=["count"], answer_attempts=2, reward_mode="decayed", decay=0.5,
                          grounding_reward=0.0)
     _, info = env.reset(seed=1)
     wrong = str(int(info["answer"]) + 1)

@@ -3,7 +3,7 @@
 The model sees the 1536x1536 scene downscaled (512x512 by default), in which the target's attribute
 is not legible.  It reasons with ``(x, y)`` points in ``<think>`` and zooms with ``crop_zoom`` (which
 cuts from the full-resolution original; coordinates are in the shown image's pixels), then answers.
-Reward: the answer reward (with the reflection attempt factor) plus a grounding reward when any point
+Reward: the answer reward (with the answer-attempt factor) plus a grounding reward when any point
 the model named (in ``<think>`` or a tool call) falls inside the target's box.  Images and turns are
 capped as in ViGoRL (5 images, full view + crops).
 """

@@ -23,7 +23,7 @@ def roots(tmp_path_factory):
 
 
 @pytest.mark.parametrize(("env_id", "dataset", "extra"), [
-    (MC, "scienceqa", {}), (MC, "geometry3k", {"tools": ["crop_bbox"]}), (MC, "aokvqa", {"max_attempts": 2}),
+    (MC, "scienceqa", {}), (MC, "geometry3k", {"tools": ["crop_bbox"]}), (MC, "aokvqa", {"answer_attempts": 2}),
     (SHORT, "aokvqa-direct", {}), (SHORT, "chartqa", {"prompt_format": "no_think"}), (SHORT, "geometry3k", {}),
 ])
 def test_conformance(roots, env_id, dataset, extra):
@@ -62,12 +62,12 @@ def test_short_answer_uses_the_task_type_judge(roots):
 
 
 @pytest.mark.parametrize(("mode", "expected"), [("first", 0.0), ("decayed", 0.5), ("last", 1.0)])
-def test_reflection_feedback_and_reward_modes(roots, mode, expected):
-    env = vista_rl.make_env(SHORT, dataset="chartqa", dataset_config=roots["chartqa"], max_attempts=3,
+def test_answer_attempt_feedback_and_reward_modes(roots, mode, expected):
+    env = vista_rl.make_env(SHORT, dataset="chartqa", dataset_config=roots["chartqa"], answer_attempts=3,
                          reward_mode=mode, decay=0.5)
     env.reset(seed=0)  # reference 37.5
     wrong = env.step("<think>t</think><answer>20</answer>")
-    assert not wrong.done and wrong.reward == 0.0 and wrong.info["needs_reflection"]
+    assert not wrong.done and wrong.reward == 0.0 and wrong.info["attempts_left"] == 2
     assert "incorrect" in wrong.observation.text and "too low" in wrong.observation.text
     assert "2 attempts left" in wrong.observation.text and "37.5" not in wrong.observation.text
     right = env.step("<think>t</think><answer>37.5</answer>")
@@ -77,11 +77,24 @@ def test_reflection_feedback_and_reward_modes(roots, mode, expected):
 
 
 def test_out_of_attempts_ends_the_episode(roots):
-    env = vista_rl.make_env(MC, dataset="scienceqa", dataset_config=roots["scienceqa"], max_attempts=2)
+    env = vista_rl.make_env(MC, dataset="scienceqa", dataset_config=roots["scienceqa"], answer_attempts=2)
     env.reset(seed=0)  # answer B
     assert not env.step("<think>t</think><answer>A</answer>").done
     last = env.step("<think>t</think><answer>C</answer>")
     assert last.terminated and not last.info["success"] and last.reward == 0.0 and "B" in last.observation.text
+
+
+def test_old_max_attempts_key_still_works_with_a_warning(roots):
+    """``max_attempts`` was renamed ``answer_attempts`` (the engine's ``rollout.reflection_attempts`` is a
+    different mechanism); the old key works until 0.2 and says so, and both at once are refused."""
+    with pytest.warns(FutureWarning, match="max_attempts is deprecated.*answer_attempts"):
+        env = vista_rl.make_env(MC, dataset="scienceqa", dataset_config=roots["scienceqa"], max_attempts=2)
+    assert env.config.answer_attempts == 2
+    env.reset(seed=0)
+    assert env.step("<think>t</think><answer>A</answer>").info["attempts_left"] == 1
+    with pytest.raises(Exception, match="give only answer_attempts"):
+        vista_rl.make_env(MC, dataset="scienceqa", dataset_config=roots["scienceqa"], max_attempts=2,
+                          answer_attempts=3)
 
 
 def test_malformed_responses_are_feedback_and_turns_are_capped(roots):
@@ -123,7 +136,28 @@ def test_env_can_execute_tools_itself(roots):
 
 
 def test_bad_config_names_the_key(roots):
-    with pytest.raises(Exception, match="max_attempts"):
-        vista_rl.make_env(MC, dataset="scienceqa", dataset_config=roots["scienceqa"], max_attempts=0)
+    with pytest.raises(Exception, match="answer_attempts"):
+        vista_rl.make_env(MC, dataset="scienceqa", dataset_config=roots["scienceqa"], answer_attempts=0)
     with pytest.raises(Exception, match="exactly one"):
         vista_rl.make_env(MC)
+
+
+def test_the_retry_docs_example_is_valid_config():
+    """docs/reflection.md's YAML sets both mechanisms with their new keys; both parse without warnings."""
+    import warnings
+    from pathlib import Path
+
+    import yaml
+    from vista_plugin_vqa.attempts import AnswerAttemptsConfig
+
+    from vista_rl.config import RolloutSection
+
+    page = Path(__file__).resolve().parents[3] / "docs" / "reflection.md"
+    block = page.read_text().split("```yaml\n", 1)[1].split("```", 1)[0]
+    example = yaml.safe_load(block)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rollout = RolloutSection(**example["rollout"])
+        attempts = AnswerAttemptsConfig(**example["env"]["config"])
+    assert rollout.reflection and rollout.reflection_attempts == 3
+    assert attempts.answer_attempts == 3 and attempts.reward_mode == "decayed"

@@ -1,5 +1,5 @@
 """Visual-QA envs over task records.  ``vista_plugin_vqa.base`` is also the shared base (tool turns,
-reflection, attempts) of the chart-QA and visual-search envs."""
+answer attempts) of the chart-QA and visual-search envs."""
 
 from __future__ import annotations
 

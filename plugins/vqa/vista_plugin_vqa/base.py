@@ -1,4 +1,4 @@
-"""The shared question-answering env: one problem per episode, optional tool turns, reflection.
+"""The shared question-answering env: one problem per episode, optional tool turns, answer attempts.
 
 Turn protocol (what the rollout engine and this env agree on):
 
@@ -6,11 +6,14 @@ Turn protocol (what the rollout engine and this env agree on):
   tool is one it offers and within the image budget, records the call (visual search uses the
   points), and returns a non-terminal step with reward 0 and ``info["tool_calls"]``.  The engine runs
   the tools (``vista_rl.make_tool``) and shows the results; with ``execute_tools=True`` the env runs
-  them itself and its observation carries the results (for loops without a tool runner, such as
-  ``vista eval``).  ``tool_context_metadata()`` is what the engine should put into
+  them itself and its observation carries the results (for a loop with no tool runner of its own,
+  e.g. a hand-written ``env.step`` loop; ``vista eval`` and ``vista train`` run tools in the rollout
+  engine, so leave it off there).  ``tool_context_metadata()`` is what the engine should put into
   ``ToolContext.metadata`` (e.g. the full-resolution image behind a downscaled one).
-- A response with an ``<answer>`` is an attempt, judged at once.  Wrong with attempts left: feedback
-  and the episode goes on (reflection).  Right, or out of attempts: the episode ends.
+- A response with an ``<answer>`` is an attempt, judged at once.  Wrong with ``answer_attempts``
+  left: feedback and the same episode goes on (``info["attempts_left"]``).  Right, or out of
+  attempts: the episode ends.  (The engine's ``rollout.reflection`` is another mechanism: it resets
+  the env for a new try after the episode ends; see :mod:`vista_plugin_vqa.attempts`.)
 - A malformed response is feedback (format score 0) and costs a turn; nothing raises.
 - ``max_turns`` bounds all turns (then ``truncated``).
 """
@@ -26,7 +29,7 @@ from PIL import Image
 from pydantic import Field
 
 import vista_rl
-from vista_plugin_vqa.reflection import ReflectionConfig, attempt_factor, feedback_text
+from vista_plugin_vqa.attempts import AnswerAttemptsConfig, attempt_factor, feedback_text
 from vista_rl import Env, Observation, StepResult
 from vista_rl.env import episode_seed
 from vista_rl.parsing import ParsedResponse, ParsedToolCall, ResponseFormat, parse_response
@@ -37,7 +40,7 @@ ANSWER_TAGS = "<answer>...</answer>"
 MAX_WORDS, MAX_WORD_CHARS = 8, 20
 
 
-class QAEnvConfig(ReflectionConfig):
+class QAEnvConfig(AnswerAttemptsConfig):
     prompt_format: Literal["free_think", "no_think"] = "free_think"
     tools: list[str] = Field(default_factory=list, description="tool ids the model may call")
     execute_tools: bool = Field(False, description="run tool calls inside the env (no engine tool runner)")
@@ -137,8 +140,8 @@ class ToolQAEnv(Env):
                 '<tool_call>{"name": "TOOL", "arguments": {...}}</tool_call> (after your <think> if you '
                 "think); its result comes back in the next message. Images are numbered from 0 (the "
                 "first image) in the order you see them.")
-        if self.config.max_attempts > 1:
-            lines.append(f"If an answer is wrong you get feedback and up to {self.config.max_attempts} "
+        if self.config.answer_attempts > 1:
+            lines.append(f"If an answer is wrong you get feedback and up to {self.config.answer_attempts} "
                          "attempts in total.")
         lines.append(f"Give your final answer as {self.tags}.")
         example = "<think>The tallest bar is labelled 2019.</think><answer>2019</answer>"
@@ -228,13 +231,13 @@ class ToolQAEnv(Env):
         verdict = self.judge(self.problem.judge)(answer, self.problem.reference, **self.problem.judge_kwargs)
         correct = verdict.score >= 1.0 - 1e-9
         valid = correct or self.answer_is_plausible(answer)
-        attempts_left = self.config.max_attempts - self.attempts
+        attempts_left = self.config.answer_attempts - self.attempts
         info: dict[str, Any] = {"format_ok": True, "action_valid": valid, "prediction": answer,
                                 "judge": verdict.details, "attempt": self.attempts}
         if not correct and attempts_left > 0 and self.turns < self.config.max_turns:
             message = feedback_text(answer, self.problem.reference, attempts_left, self.tools,
                                     bool(self.tool_calls), self.tags)
-            return self._continue(message, {**info, "needs_reflection": True})
+            return self._continue(message, {**info, "attempts_left": attempts_left})
         self.done = True
         extra, extra_info = self.extra_reward(parsed, final=True)
         reward = (self.config.correct_reward * verdict.score * attempt_factor(self.attempts, self.config)

@@ -1,7 +1,12 @@
-"""Reflection (VISTA-Gym): after a wrong answer the env explains what was wrong and the episode goes
-on, up to ``max_attempts`` answers.  How much a late correct answer earns is a training choice:
+"""Answer attempts (VISTA-Gym's multi-attempt episodes): after a wrong answer the env itself explains
+what was wrong and the *same* episode goes on, up to ``answer_attempts`` answers.
 
-- ``first``: only a first-attempt answer earns the reward (reflection is practice, not credit);
+This is env-side and is not the rollout engine's *reflection* (``rollout.reflection``), which ends
+the episode, resets the env to the same seed and starts a new try; the two combine (docs/reflection.md).
+``answer_attempts`` was called ``max_attempts`` before 0.1.x; the old key still works until 0.2, with a
+warning.  How much a late correct answer earns is a training choice:
+
+- ``first``: only a first-attempt answer earns the reward (later attempts are practice, not credit);
 - ``decayed``: attempt k earns ``decay ** (k - 1)``;
 - ``last``: a correct answer earns the full reward whenever it comes.
 """
@@ -10,20 +15,28 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from vista_rl.config import renamed_keys
 
 RewardMode = Literal["first", "decayed", "last"]
 
 
-class ReflectionConfig(BaseModel):
+class AnswerAttemptsConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    max_attempts: int = Field(1, ge=1, le=10, description="answers allowed per episode")
+    answer_attempts: int = Field(1, ge=1, le=10, description="answers the env accepts per episode; a wrong one "
+                                 "gets feedback and the episode goes on (was max_attempts)")
     reward_mode: RewardMode = "last"
     decay: float = Field(0.5, ge=0.0, le=1.0)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _old_names(cls, data: Any) -> Any:
+        return renamed_keys(data, {"max_attempts": "answer_attempts"})
 
-def attempt_factor(attempt: int, config: ReflectionConfig) -> float:
+
+def attempt_factor(attempt: int, config: AnswerAttemptsConfig) -> float:
     """Share of the correct-answer reward that attempt number ``attempt`` (1-based) earns."""
     if config.reward_mode == "first":
         return 1.0 if attempt == 1 else 0.0

@@ -19,9 +19,9 @@ import numpy as np
 from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from vista_plugin_gamekit.formats import FormatSpec, PromptFormat, format_spec
 from vista_rl import Env, Observation, StepResult
 from vista_rl.env import episode_seed
-from vista_rl.games.formats import FormatSpec, PromptFormat, format_spec
 from vista_rl.parsing import parse_response, split_actions
 
 RenderMode = Literal["vision", "text", "both"]
