@@ -12,7 +12,7 @@ from rich.table import Table
 
 import vista_rl
 from vista_rl.config import RunConfig, load_config, validate_config
-from vista_rl.engine_contract import run_engine
+from vista_rl.engine_contract import STATUS_FILE, read_status, run_engine
 from vista_rl.errors import ConfigError
 
 
@@ -64,10 +64,15 @@ def train_command(config: Path | None, overrides: tuple[str, ...], resume: Path 
             click.echo(f"warning: {warning}", err=True)
         click.echo(f"dry run: the config is valid for engine {run.engine!r}; nothing was trained")
         return
+    run_dir = resume if resume is not None else Path(run.output_dir)
     try:
-        summary = run_engine(engine, resume if resume is not None else Path(run.output_dir))
+        summary = run_engine(engine, run_dir)
     except KeyboardInterrupt:
         sys.exit(130)
+    except Exception:
+        if (run_dir / STATUS_FILE).is_file() and (read_status(run_dir) or {}).get("status") == "failed":
+            click.echo(f"vista train: the run failed; {run_dir / STATUS_FILE} records the error", err=True)
+        raise
     _print_summary(summary)
 
 

@@ -1,0 +1,100 @@
+"""The run config -> verl mapping, without verl: runs in the main environment too.
+
+The neutral sections (algorithm, trainer, eval, rollout) map onto verl's own keys; settings verl
+cannot honour are errors that name the key; ``engine_config.verl`` holds only what verl alone has.
+tests/test_verl_plugin.py checks the same overrides against verl's real loader.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import vista_rl
+from vista_plugin_verl.config import check_neutral, compose_overrides, engine_config
+from vista_rl.config import RunConfig, apply_overrides
+from vista_rl.errors import ConfigError
+
+BASE: dict[str, Any] = {
+    "engine": "verl", "output_dir": "runs/x", "env": {"id": "oddshape/odd-colour-v0"},
+    "model": {"path": "Qwen/Qwen2.5-VL-3B-Instruct"},
+    "rollout": {"max_turns": 3, "group_size": 4, "sampling": {"temperature": 0.7, "top_p": 0.95}},
+    "algorithm": {"estimator": "bilevel_gae", "estimator_params": {"gamma": 0.99, "lam": 0.9, "turn_gamma": 0.95},
+                  "clip_ratio_low": 0.2, "clip_ratio_high": 0.28, "kl_coef": 0.01, "entropy_coef": 0.001,
+                  "loss_agg": "seq-mean", "ppo_epochs": 2, "mini_batches": 4, "value_clip": None},
+    "trainer": {"steps": 300, "seeds_per_step": 128, "lr": 1e-6, "micro_batch_size": 2, "max_grad_norm": 1.0,
+                "eval_every": 20, "checkpoint_every": 0, "keep_checkpoints": 3, "scheduler": "cosine",
+                "warmup_steps": 10},
+    "eval": {"seeds": {"start": 1_000_000, "count": 128}, "temperature": 0.0, "at_start": False},
+    "engine_config": {"verl": {"critic_lr": 2e-5, "cluster": {"n_gpus_per_node": 4}},
+                      "local": {"device": "cuda"}},  # the local engine's section: not verl's to read
+}
+
+
+def _run(*overrides: str) -> RunConfig:
+    return RunConfig.model_validate(apply_overrides(BASE, overrides))
+
+
+def _overrides(run: RunConfig) -> dict[str, str]:
+    pairs = [item.split("=", 1) for item in compose_overrides(run, engine_config(run), "t.parquet", "v.parquet")]
+    assert len({key for key, _ in pairs}) == len(pairs), "an override is given twice"
+    return dict(pairs)
+
+
+def test_neutral_sections_map_onto_verls_keys() -> None:
+    got = _overrides(_run())
+    actor = "actor_rollout_ref.actor"
+    expected = {
+        "algorithm.adv_estimator": "vista_bilevel_gae", "algorithm.gamma": "0.99", "algorithm.lam": "0.9",
+        "+algorithm.vista_params.turn_gamma": "0.95",
+        f"{actor}.clip_ratio_low": "0.2", f"{actor}.clip_ratio_high": "0.28", f"{actor}.loss_agg_mode": "seq-mean-token-mean",
+        f"{actor}.use_kl_loss": "true", f"{actor}.kl_loss_coef": "0.01", f"{actor}.kl_loss_type": "low_var_kl",
+        f"{actor}.entropy_coeff": "0.001", f"{actor}.ppo_epochs": "2", f"{actor}.optim.lr": "1e-06",
+        f"{actor}.optim.lr_scheduler_type": "cosine", f"{actor}.optim.lr_warmup_steps": "10",
+        f"{actor}.ppo_mini_batch_size": "32", f"{actor}.ppo_micro_batch_size_per_gpu": "2", f"{actor}.grad_clip": "1.0",
+        "data.train_batch_size": "128", "actor_rollout_ref.rollout.n": "4",
+        "actor_rollout_ref.rollout.temperature": "0.7", "actor_rollout_ref.rollout.val_kwargs.do_sample": "false",
+        "trainer.total_training_steps": "300", "trainer.test_freq": "20", "trainer.save_freq": "300",
+        "trainer.max_actor_ckpt_to_keep": "3", "trainer.val_before_train": "false",
+        "critic.enable": "true", "critic.optim.lr": "2e-05", "critic.cliprange_value": "1000000000.0",
+        "trainer.n_gpus_per_node": "4", "actor_rollout_ref.rollout.multi_turn.max_assistant_turns": "3",
+    }
+    assert {key: got.get(key) for key in expected} == expected
+
+
+def test_grpo_has_no_critic_and_no_kl_reference() -> None:
+    got = _overrides(_run("algorithm.estimator=grpo", "algorithm.kl_coef=0", "algorithm.estimator_params={}"))
+    assert got["critic.enable"] == "false" and "critic.optim.lr" not in got
+    assert got["actor_rollout_ref.actor.use_kl_loss"] == "false"
+    assert (got["algorithm.gamma"], got["algorithm.lam"]) == ("1.0", "1.0")
+
+
+@pytest.mark.parametrize(("override", "key"), [
+    ("algorithm.mini_batches=3", "algorithm.mini_batches"),
+    ("trainer.scheduler=linear", "trainer.scheduler"),
+    ("trainer.steps=0", "trainer.steps"),
+    ("algorithm.estimator=no_such", "algorithm.estimator"),
+])
+def test_what_verl_cannot_honour_names_the_key(override: str, key: str) -> None:
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        check_neutral(_run(override))
+
+
+def test_verl_section_is_strict_and_sft_is_a_warning() -> None:
+    with pytest.raises(ConfigError, match=r"engine_config\.verl\.cluster\.n_gpu: unknown key"):
+        engine_config(_run("engine_config.verl.cluster.n_gpu=2"))
+    with pytest.raises(ConfigError, match=r"engine_config\.verl\.actor_lr: unknown key"):  # now trainer.lr
+        engine_config(_run("engine_config.verl.actor_lr=1e-6"))
+    assert check_neutral(_run()) == []
+    (warning,) = check_neutral(_run("sft.steps=10"))
+    assert warning.startswith("sft: the verl engine runs no SFT stage")
+
+
+def test_validate_writes_nothing_and_refuses_resume(tmp_path: Any) -> None:
+    run = _run(f"output_dir={tmp_path / 'run'}")
+    plan = vista_rl.make_engine("verl", run=run).validate()
+    assert plan.engine == "verl" and "-m verl.trainer.main_ppo" in plan.details
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(ConfigError, match="--resume"):
+        vista_rl.make_engine("verl", run=run, resume=tmp_path).validate()
