@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from vista_rl import config as run_sections
-from vista_rl.config import VALUE_ESTIMATORS, RunConfig, SeedRange, Section, SftSection, engine_section
+from vista_rl.config import VALUE_ESTIMATORS, RunConfig, Section, SeedRange, SftSection, engine_section
 
 ENGINE_ID = "local"
 

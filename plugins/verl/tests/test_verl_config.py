@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from vista_plugin_verl.config import check_neutral, compose_overrides, engine_config
 
 import vista_rl
-from vista_plugin_verl.config import check_neutral, compose_overrides, engine_config
 from vista_rl.config import RunConfig, apply_overrides
 from vista_rl.errors import ConfigError
 
@@ -98,3 +98,20 @@ def test_validate_writes_nothing_and_refuses_resume(tmp_path: Any) -> None:
     assert not (tmp_path / "run").exists()
     with pytest.raises(ConfigError, match="--resume"):
         vista_rl.make_engine("verl", run=run, resume=tmp_path).validate()
+
+
+def test_the_readme_recipe_validates(tmp_path: Any) -> None:
+    """The GPU recipe in README.md is a valid run config for this engine (verl's loader checks it too
+    where verl is installed)."""
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    (block,) = [b for b in re.findall(r"```yaml\n(.*?)```", readme, re.DOTALL) if "engine: verl" in b]
+    data = yaml.safe_load(block)
+    data["output_dir"] = str(tmp_path / "run")
+    plan = vista_rl.make_engine("verl", run=RunConfig.model_validate(data)).validate()
+    assert "actor_rollout_ref.actor.ppo_mini_batch_size=32" in plan.details
+    assert not any(warning.startswith("sft") for warning in plan.warnings)
