@@ -67,9 +67,9 @@ class EngineFactory(Protocol):
 def build_engine(run: RunConfig, resume: str | Path | None = None) -> Engine:
     """Make ``run.engine`` from ``run``.  Unknown engine ids (also as ``engine_config`` section names)
     are config errors; a factory that does not follow the contract is a plugin error naming the engine."""
-    import vista_rl
+    from vista_rl.plugins import host
 
-    registry = vista_rl.host().registry("engines")
+    registry = host().registry("engines")
     known = registry.ids()
     if run.engine not in known:
         raise ConfigError(f"engine: no engine {run.engine!r} is registered (registered: {', '.join(known) or 'none'}; "
@@ -78,7 +78,7 @@ def build_engine(run: RunConfig, resume: str | Path | None = None) -> Engine:
     if strangers:
         raise ConfigError(f"engine_config.{strangers[0]}: no engine {strangers[0]!r} is registered "
                           f"(engine_config holds one section per engine id: {', '.join(known)})")
-    factory = vista_rl.host().spec("engines", run.engine).load()
+    factory = host().spec("engines", run.engine).load()
     arguments = {"run": run, "resume": Path(resume) if resume is not None else None}
     try:
         inspect.signature(factory).bind(**arguments)
