@@ -81,7 +81,9 @@ def test_bad_config_and_bad_resume_give_clear_errors(tmp_path: Path, tiny_model_
     assert "engine_config.local.stepz: unknown key" in error("engine_config.local.stepz=3")
     assert "engine_config.local.precision" in error("engine_config.local.precision=fp64")
     # a section for an engine that does not exist (e.g. the old flat layout) names the key
-    assert "engine_config.trainer: no engine 'trainer' is registered" in error("engine_config.trainer.stepz=3")
+    old_layout = error("engine_config.trainer.steps=3")
+    assert "engine_config.trainer: no engine 'trainer' is registered" in old_layout
+    assert "move it to the top level" in old_layout
     assert "rollout.group_size" in error("rollout.group_size=0")
     assert "env.id" in error("env.id=nosuch/env-v0")
     assert "algorithm.estimator" in error("algorithm.estimator=nosuch")

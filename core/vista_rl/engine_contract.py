@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 #: The status record ``vista train`` keeps in every run directory it trains into.
 STATUS_FILE = "status.json"
 RunState = Literal["running", "completed", "failed", "interrupted"]
+#: Sections that lived under ``engine_config`` before it became one section per engine.
+_NEUTRAL_SECTIONS = frozenset({"algorithm", "trainer", "sft", "eval", "lora"})
 
 
 @dataclass(frozen=True)
@@ -76,8 +78,12 @@ def build_engine(run: RunConfig, resume: str | Path | None = None) -> Engine:
                           "see `vista engines`)")
     strangers = sorted(set(run.engine_config) - set(known))
     if strangers:
+        hint = ""
+        if strangers[0] in _NEUTRAL_SECTIONS:
+            hint = (f"; {strangers[0]} is engine-neutral now: move it to the top level of the run config "
+                    "(device, precision, LoRA and value_coef go to engine_config.local)")
         raise ConfigError(f"engine_config.{strangers[0]}: no engine {strangers[0]!r} is registered "
-                          f"(engine_config holds one section per engine id: {', '.join(known)})")
+                          f"(engine_config holds one section per engine id: {', '.join(known)}){hint}")
     factory = host().spec("engines", run.engine).load()
     arguments = {"run": run, "resume": Path(resume) if resume is not None else None}
     try:
