@@ -63,6 +63,12 @@ def test_neutral_sections_map_onto_verls_keys() -> None:
     assert {key: got.get(key) for key in expected} == expected
 
 
+def test_a_micro_batch_larger_than_a_gpus_share_is_that_share() -> None:
+    """Locally a micro-batch larger than the mini-batch is one forward per mini-batch; so in verl."""
+    got = _overrides(_run("trainer.micro_batch_size=64"))
+    assert got["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"] == "32"
+
+
 def test_grpo_has_no_critic_and_no_kl_reference() -> None:
     got = _overrides(_run("algorithm.estimator=grpo", "algorithm.kl_coef=0", "algorithm.estimator_params={}"))
     assert got["critic.enable"] == "false" and "critic.optim.lr" not in got
@@ -75,6 +81,7 @@ def test_grpo_has_no_critic_and_no_kl_reference() -> None:
     ("trainer.scheduler=linear", "trainer.scheduler"),
     ("trainer.steps=0", "trainer.steps"),
     ("algorithm.estimator=no_such", "algorithm.estimator"),
+    ("trainer.micro_batch_size=5", "trainer.micro_batch_size"),  # 32 seeds x 4 / 4 GPUs = 32 per GPU
 ])
 def test_what_verl_cannot_honour_names_the_key(override: str, key: str) -> None:
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):

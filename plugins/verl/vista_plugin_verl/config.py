@@ -57,10 +57,20 @@ def engine_config(run: RunConfig) -> VerlEngineConfig:
     return engine_section(run, ENGINE_ID, VerlEngineConfig)
 
 
-def check_neutral(run: RunConfig) -> list[str]:
+def micro_batch_per_gpu(run: RunConfig, cfg: VerlEngineConfig) -> int:
+    """``trainer.micro_batch_size`` as verl's ``ppo_micro_batch_size_per_gpu``: at most one GPU's share
+    of a mini-batch (``mini-batch seeds x rollout.n / GPUs``), which is what a larger value means locally
+    too (one forward per mini-batch); verl's workers require the share to be a multiple of it."""
+    gpus = cfg.cluster.n_gpus_per_node * cfg.cluster.nnodes
+    share = run.trainer.seeds_per_step // run.algorithm.mini_batches * run.rollout.group_size // gpus
+    return min(run.trainer.micro_batch_size, share) if share else run.trainer.micro_batch_size
+
+
+def check_neutral(run: RunConfig, cfg: VerlEngineConfig | None = None) -> list[str]:
     """Neutral settings verl cannot honour raise ConfigError naming the key; settings it does not use
     come back as warnings."""
     trainer, algo = run.trainer, run.algorithm
+    cfg = cfg or engine_config(run)
     if trainer.steps < 1:
         raise ConfigError("trainer.steps: the verl engine trains only RL; set at least 1 step")
     if trainer.scheduler not in SCHEDULERS:
@@ -68,6 +78,11 @@ def check_neutral(run: RunConfig) -> list[str]:
     if trainer.seeds_per_step % algo.mini_batches:
         raise ConfigError(f"algorithm.mini_batches: verl splits a step's {trainer.seeds_per_step} seeds "
                           f"(trainer.seeds_per_step) into equal mini-batches; {algo.mini_batches} does not divide it")
+    gpus = cfg.cluster.n_gpus_per_node * cfg.cluster.nnodes
+    share = trainer.seeds_per_step // algo.mini_batches * run.rollout.group_size // gpus
+    if share and share % micro_batch_per_gpu(run, cfg):
+        raise ConfigError(f"trainer.micro_batch_size: verl's workers need it to divide one GPU's share of a "
+                          f"mini-batch ({share} sequences on {gpus} GPUs); {trainer.micro_batch_size} does not")
     try:
         from vista_plugin_verl.estimators import verl_name
 
@@ -108,7 +123,7 @@ def compose_overrides(run: RunConfig, cfg: VerlEngineConfig, train_file: str | P
     sampling = run.rollout.sampling
     run_dir = Path(run.output_dir).resolve()
     mini_batch = trainer.seeds_per_step // algo.mini_batches
-    micro = trainer.micro_batch_size
+    micro = micro_batch_per_gpu(run, cfg)
     grad_clip = trainer.max_grad_norm if trainer.max_grad_norm is not None else NO_CLIP
     params = dict(algo.estimator_params)
     gamma, lam = params.pop("gamma", 1.0), params.pop("lam", 1.0)

@@ -58,7 +58,7 @@ class VerlEngine:
             vista_rl.host().spec("envs", self.run_config.env.id)
         except UnknownItemError as exc:
             raise ConfigError(f"env.id: {exc}") from None
-        warnings = check_neutral(self.run_config)
+        warnings = check_neutral(self.run_config, self.cfg)
         overrides = compose_overrides(self.run_config, self.cfg, *self._data_files())
         details = shlex.join(self._command(overrides))
         if importlib.util.find_spec("verl") is None:
@@ -83,7 +83,7 @@ class VerlEngine:
     def run(self) -> dict[str, Any]:
         from omegaconf import OmegaConf
 
-        for warning in check_neutral(self.run_config):
+        for warning in check_neutral(self.run_config, self.cfg):
             print(f"warning: {warning}", file=sys.stderr)
         command, config = self.prepare()
         (self.run_dir / "verl_config.yaml").write_text(OmegaConf.to_yaml(config), encoding="utf-8")
