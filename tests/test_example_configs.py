@@ -1,7 +1,7 @@
 """Every example run config dry-runs cleanly under every engine that ships with VISTA (local, verl):
 one engine-neutral config, no engine rejecting another's keys.  verl's dry run works without verl
-installed (it then says that verl's own loader did not run); scripts/test.d/verl.sh runs the same
-check where verl is installed, through verl's loader."""
+installed (it then says that verl's own loader did not run); plugins/verl/tests/test_verl_config.py
+runs the examples through verl's own loader where verl is installed (scripts/test.d/verl.sh)."""
 
 from __future__ import annotations
 
