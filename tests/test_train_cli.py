@@ -39,7 +39,9 @@ def _run(argv: list[str]) -> int:
 
 
 def test_train_command_writes_a_complete_run_dir(tmp_path: Path, tiny_model_dir: Path,
-                                                  capsys: pytest.CaptureFixture[str]) -> None:
+                                                  capsys: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "400")  # rich wraps long lines (the run directory's path) at the width
     config = _write_config(tmp_path, tiny_model_dir)
     assert _run(["train", str(config), "--set", "algorithm.loss_agg=seq-mean"]) == 0
     out = capsys.readouterr().out
@@ -87,6 +89,7 @@ def test_bad_config_and_bad_resume_give_clear_errors(tmp_path: Path, tiny_model_
     assert "rollout.group_size" in error("rollout.group_size=0")
     assert "env.id" in error("env.id=nosuch/env-v0")
     assert "algorithm.estimator" in error("algorithm.estimator=nosuch")
+    assert "algorithm.estimator_params.gama: grpo takes no parameter 'gama'" in error("algorithm.estimator_params.gama=1")
     assert "model.path" in error(f"model.path={tmp_path}")
     assert not (tmp_path / "run").exists(), "a config that does not validate must not leave a run directory"
     assert _run(["train", "--resume", str(tmp_path / "missing")]) == 2

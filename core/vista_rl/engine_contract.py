@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 from vista_rl.errors import ConfigError, PluginLoadError
 
 if TYPE_CHECKING:
-    from vista_rl.config import RunConfig
+    from vista_rl.config import AlgorithmSection, RunConfig
 
 #: The status record ``vista train`` keeps in every run directory it trains into.
 STATUS_FILE = "status.json"
@@ -99,6 +99,29 @@ def build_engine(run: RunConfig, resume: str | Path | None = None) -> Engine:
         raise PluginLoadError(f"engine {run.engine!r} does not follow the Engine contract "
                               f"(vista_rl.Engine): it has no {' or '.join(m + '()' for m in missing)}")
     return engine
+
+
+def check_estimator(algorithm: AlgorithmSection) -> None:
+    """``algorithm.estimator`` is registered and takes every key of ``algorithm.estimator_params``:
+    the check every engine's ``validate()`` makes (verl's bridge would drop an unknown one silently)."""
+    from vista_rl.errors import UnknownItemError
+    from vista_rl.plugins import host
+
+    try:
+        function = host().spec("estimators", algorithm.estimator).load()
+    except UnknownItemError as exc:
+        raise ConfigError(f"algorithm.estimator: {exc}") from None
+    try:
+        accepted = inspect.signature(function).parameters
+    except (TypeError, ValueError):  # pragma: no cover - a builtin without a signature: nothing to check
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values()):
+        return
+    names = [name for name, p in accepted.items() if p.kind is not inspect.Parameter.POSITIONAL_ONLY]
+    for key in algorithm.estimator_params:
+        if key not in names:
+            raise ConfigError(f"algorithm.estimator_params.{key}: {algorithm.estimator} takes no parameter "
+                              f"{key!r} (it takes: {', '.join(names) or 'none'})")
 
 
 def read_status(run_dir: str | Path) -> dict[str, Any] | None:

@@ -42,7 +42,7 @@ from vista_rl.engine.metrics import EVAL_FILE, MetricsLogger, plot_reward_succes
 from vista_rl.engine.policy import Policy, autocast_dtype, load_pretrained, micro_batches, pick_device
 from vista_rl.engine.rollout import Episode, RolloutStats, run_rollout
 from vista_rl.engine.sft_data import load_jsonl
-from vista_rl.engine_contract import EnginePlan
+from vista_rl.engine_contract import EnginePlan, check_estimator
 from vista_rl.env import Env
 from vista_rl.errors import ConfigError, VistaError
 from vista_rl.plugins import core_version, host
@@ -109,7 +109,7 @@ class LocalEngine:
                               "create a tiny one with `vista model init-tiny OUT_DIR` or point to a checkpoint")
         cfg = self.config
         if cfg.trainer.steps:
-            make_estimator(cfg.algorithm.estimator, cfg.algorithm.estimator_params)
+            check_estimator(self.run_config.algorithm)
         if cfg.sft.steps and cfg.sft.source == "jsonl" and not Path(str(cfg.sft.path)).is_file():
             raise ConfigError(f"sft.path: {cfg.sft.path} does not exist; record trajectories first or use "
                               "sft.source: oracle")

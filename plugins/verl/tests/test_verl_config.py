@@ -83,7 +83,8 @@ def test_grpo_has_no_critic_and_no_kl_reference() -> None:
     ("trainer.scheduler=linear", "trainer.scheduler"),
     ("trainer.steps=0", "trainer.steps"),
     ("algorithm.estimator=no_such", "algorithm.estimator"),
-    ("trainer.micro_batch_size=5", "trainer.micro_batch_size"),  # 32 seeds x 4 / 4 GPUs = 32 per GPU
+    ("trainer.micro_batch_size=5", "trainer.micro_batch_size"),
+    ("algorithm.estimator_params.turn_gama=0.9", "algorithm.estimator_params.turn_gama"),  # 32 seeds x 4 / 4 GPUs = 32 per GPU
 ])
 def test_what_verl_cannot_honour_names_the_key(override: str, key: str) -> None:
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
