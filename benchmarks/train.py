@@ -87,11 +87,9 @@ def run_vista(model_dir: Path, work: Path, steps: int, seeds_per_step: int, grou
         "seed": 0, "output_dir": str(work / "vista-run"), "env": ENV, "model": {"path": str(model_dir)},
         "rollout": {"max_turns": 1, "group_size": group_size,
                     "sampling": {"temperature": 1.0, "max_tokens": max_tokens}},
-        "engine_config": {
-            "trainer": {"steps": steps, "seeds_per_step": seeds_per_step, "lr": 1e-4, "micro_batch_size": 32,
-                        "train_seeds": {"start": 0, "count": 1000}},
-            "eval": {"seeds": {"start": 100_000, "count": 1}, "at_start": False, "after_sft": False},
-        },
+        "trainer": {"steps": steps, "seeds_per_step": seeds_per_step, "lr": 1e-4, "micro_batch_size": 32,
+                    "train_seeds": {"start": 0, "count": 1000}},
+        "eval": {"seeds": {"start": 100_000, "count": 1}, "at_start": False, "after_sft": False},
     })
     from rich.console import Console
 

@@ -7,7 +7,7 @@
 #   4. print held-out success with 95% confidence intervals and where the run directory is.
 # `bash scripts/demo.sh --compare` trains both examples/frozenlake_grpo.yaml and
 # examples/frozenlake_bilevel_ppo.yaml (PPO with a value head, bi-level GAE) and prints them side by side.
-# Other arguments go to `vista train` (e.g. --set engine_config.trainer.steps=10).
+# Other arguments go to `vista train` (e.g. --set trainer.steps=10).
 # Each call makes new run directories (nothing earlier is overwritten).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -21,12 +21,11 @@ def run_config(model_dir: Path, out: Path, env: dict[str, Any] | None = None, ma
         "output_dir": str(out),
         "env": env or ODDSHAPE,
         "model": {"path": str(model_dir)},
-        "rollout": {"max_turns": max_turns, "group_size": 2, "sampling": {"temperature": 1.0, "max_tokens": 5}},
-        "engine_config": {
-            "trainer": {"steps": 2, "seeds_per_step": 2, "lr": 1e-3, "micro_batch_size": 2,
-                        "train_seeds": {"start": 0, "count": 50}},
-            "sft": {"steps": 2, "batch_size": 2, "seeds": {"start": 500, "count": 4}},
-            "eval": {"seeds": {"start": 1000, "count": 2}, "at_start": False, "batch_size": 4},
-        },
+        "rollout": {"max_turns": max_turns, "group_size": 2, "batch_size": 4,
+                    "sampling": {"temperature": 1.0, "max_tokens": 5}},
+        "trainer": {"steps": 2, "seeds_per_step": 2, "lr": 1e-3, "micro_batch_size": 2,
+                    "train_seeds": {"start": 0, "count": 50}},
+        "sft": {"steps": 2, "batch_size": 2, "seeds": {"start": 500, "count": 4}},
+        "eval": {"seeds": {"start": 1000, "count": 2}, "at_start": False},
     }
     return validate_config(RunConfig, apply_overrides(data, overrides))

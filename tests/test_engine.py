@@ -36,15 +36,34 @@ def _rows(path: Path) -> list[dict[str, object]]:
 # ----------------------------------------------------------------------------- config
 def test_engine_config_errors_name_the_key(tmp_path: Path) -> None:
     base = {"env": {"id": "oddshape/odd-colour-v0"}, "output_dir": str(tmp_path)}
-    run = validate_config(RunConfig, {**base, "engine_config": {"trainer": {"lrr": 1}}})
-    with pytest.raises(ConfigError, match=r"engine_config\.trainer\.lrr: unknown key"):
-        validate_engine_config(run)
-    run = validate_config(RunConfig, {**base, "engine_config": {"algorithm": {"loss_agg": "sum"}}})
-    with pytest.raises(ConfigError, match=r"engine_config\.algorithm\.loss_agg"):
-        validate_engine_config(run)
+    with pytest.raises(ConfigError, match=r"trainer\.lrr: unknown key"):
+        validate_config(RunConfig, {**base, "trainer": {"lrr": 1}})
+    with pytest.raises(ConfigError, match=r"algorithm\.loss_agg"):
+        validate_config(RunConfig, {**base, "algorithm": {"loss_agg": "sum"}})
     overlapping = {"trainer": {"train_seeds": {"start": 0, "count": 100}}, "eval": {"seeds": {"start": 50}}}
     with pytest.raises(ConfigError, match="overlaps eval.seeds"):
-        validate_engine_config(validate_config(RunConfig, {**base, "engine_config": overlapping}))
+        validate_config(RunConfig, {**base, **overlapping})
+    # the local engine's own section: its keys, under engine_config.local
+    run = validate_config(RunConfig, {**base, "engine_config": {"local": {"devise": "cpu"}}})
+    with pytest.raises(ConfigError, match=r"engine_config\.local\.devise: unknown key"):
+        validate_engine_config(run)
+    run = validate_config(RunConfig, {**base, "engine_config": {"local": {"lora": {"r": 0}}}})
+    with pytest.raises(ConfigError, match=r"engine_config\.local\.lora\.r"):
+        validate_engine_config(run)
+
+
+def test_local_view_merges_the_neutral_sections_and_its_own(tmp_path: Path) -> None:
+    run = validate_config(RunConfig, {
+        "env": {"id": "oddshape/odd-colour-v0"}, "output_dir": str(tmp_path),
+        "rollout": {"batch_size": 7}, "algorithm": {"estimator": "gae", "clip_ratio_high": 0.28},
+        "trainer": {"lr": 0.5, "micro_batch_size": 3}, "eval": {"temperature": 1.0},
+        "engine_config": {"local": {"precision": "fp32", "value_coef": 0.25, "lora": {"enabled": True}},
+                          "verl": {"cluster": {"nnodes": 4}}},  # another engine's section: not ours to read
+    })
+    view = validate_engine_config(run)
+    assert (view.algorithm.clip_ratio_high, view.algorithm.value_coef, view.algorithm.uses_value_head) == (0.28, 0.25, True)
+    assert (view.trainer.lr, view.trainer.micro_batch_size, view.trainer.precision) == (0.5, 3, "fp32")
+    assert (view.eval.batch_size, view.eval.temperature, view.lora.enabled) == (7, 1.0, True)
 
 
 def test_missing_model_dir_and_unknown_estimator_are_clear(tmp_path: Path, tiny_model_dir: Path) -> None:
@@ -52,8 +71,8 @@ def test_missing_model_dir_and_unknown_estimator_are_clear(tmp_path: Path, tiny_
     with pytest.raises(ConfigError, match=r"model\.path: .*nope is not a directory"):
         LocalEngine(run).run()
     run = run_config(tiny_model_dir, tmp_path / "run2",
-                     overrides=("engine_config.algorithm.estimator=no_such_estimator", "engine_config.sft.steps=0"))
-    with pytest.raises(ConfigError, match=r"engine_config\.algorithm\.estimator"):
+                     overrides=("algorithm.estimator=no_such_estimator", "sft.steps=0"))
+    with pytest.raises(ConfigError, match=r"algorithm\.estimator"):
         LocalEngine(run).run()
 
 
@@ -112,7 +131,7 @@ def test_token_view_masks_only_assistant_tokens(tiny_model_dir: Path) -> None:
 
 # ------------------------------------------------------------------------------ runs
 def test_resumed_run_equals_uninterrupted_run(tmp_path: Path, tiny_model_dir: Path) -> None:
-    overrides = ("engine_config.trainer.checkpoint_every=1",)
+    overrides = ("trainer.checkpoint_every=1",)
     straight = LocalEngine(run_config(tiny_model_dir, tmp_path / "a", overrides=overrides))
     straight.run()
 
@@ -143,9 +162,9 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path: Path, tiny_model_dir: Pa
 def test_ppo_with_value_head_bilevel_gae_and_kl(tmp_path: Path, tiny_model_dir: Path) -> None:
     env = {"id": FROZENLAKE["id"], "config": {**FROZENLAKE["config"], "step_penalty": -0.1}}  # non-zero returns
     run = run_config(tiny_model_dir, tmp_path / "ppo", env=env, max_turns=3, overrides=(
-        "engine_config.algorithm.estimator=bilevel_gae", "engine_config.algorithm.kl_coef=0.1",
-        "engine_config.algorithm.mini_batches=2", "engine_config.sft.steps=1", "engine_config.trainer.steps=1",
-        "engine_config.eval.after_sft=false"))
+        "algorithm.estimator=bilevel_gae", "algorithm.kl_coef=0.1",
+        "algorithm.mini_batches=2", "sft.steps=1", "trainer.steps=1",
+        "eval.after_sft=false"))
     engine = LocalEngine(run)
     engine.run()
     assert engine.policy.value_head is not None
@@ -158,8 +177,8 @@ def test_ppo_with_value_head_bilevel_gae_and_kl(tmp_path: Path, tiny_model_dir: 
 def test_lora_trains_adapters_only(tmp_path: Path, tiny_model_dir: Path) -> None:
     pytest.importorskip("peft")
     run = run_config(tiny_model_dir, tmp_path / "lora", overrides=(
-        "engine_config.lora.enabled=true", "engine_config.sft.steps=2", "engine_config.trainer.steps=0",
-        "engine_config.sft.lr=0.01"))
+        "engine_config.local.lora.enabled=true", "sft.steps=2", "trainer.steps=0",
+        "sft.lr=0.01"))
     engine = LocalEngine(run)
     before = {k: v.clone() for k, v in engine._build_policy().model.state_dict().items()}
     engine.run()
@@ -174,7 +193,7 @@ def test_lora_trains_adapters_only(tmp_path: Path, tiny_model_dir: Path) -> None
 # ---------------------------------------------------------------------------- bad input
 def test_nan_steps_are_skipped_reported_and_stop_the_run(tmp_path: Path, tiny_model_dir: Path) -> None:
     run = run_config(tiny_model_dir, tmp_path / "nan", overrides=(
-        "engine_config.sft.steps=6", "engine_config.trainer.max_nan_steps=2"))
+        "sft.steps=6", "engine_config.local.max_nan_steps=2"))
     engine: LocalEngine
 
     def poison(stage: str, step: int) -> None:
@@ -195,7 +214,7 @@ def test_disk_full_while_checkpointing_keeps_the_previous_checkpoint(
     import vista_rl.engine.checkpoint as checkpoint
 
     run = run_config(tiny_model_dir, tmp_path / "full", overrides=(
-        "engine_config.trainer.checkpoint_every=1", "engine_config.trainer.steps=0"))
+        "trainer.checkpoint_every=1", "trainer.steps=0"))
     real_save = torch.save
     calls = {"n": 0}
 

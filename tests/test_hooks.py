@@ -6,6 +6,7 @@ lazy targets stay lazy, and every hook is exercised end to end."""
 from __future__ import annotations
 
 import importlib
+import json
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -13,6 +14,7 @@ from pathlib import Path
 import click
 import pytest
 import torch
+import yaml
 from click.testing import CliRunner
 from PIL import Image
 
@@ -100,10 +102,40 @@ def test_hook_register_models(doc_example: LoadExample) -> None:
     assert [g.text for g in outputs[0]] == ["<answer>blue</answer>"] * 2
 
 
-def test_hook_register_engines(doc_example: LoadExample) -> None:
+def test_hook_register_engines(doc_example: LoadExample, tmp_path: Path,
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    """The page's engine follows the contract, and runs under the real `vista train` exactly as written."""
+    from vista_rl.cli.main import main
+    from vista_rl.config import RunConfig
+
     _, info = doc_example("register_engines")
-    engine = vista_rl.make_engine(info.items["engines"][0], episodes=3)
-    assert engine.run() == {"success_rate": 1.0}
+    (engine_id,) = info.items["engines"]
+    out = tmp_path / "run"
+    data = {"engine": engine_id, "output_dir": str(out), "env": {"id": "oddshape/odd-colour-v0"},
+            "eval": {"seeds": {"start": 5000, "count": 10}}}
+    run = RunConfig.model_validate({**data, "engine_config": {engine_id: {"episodes": 3}}})
+    engine = vista_rl.make_engine(engine_id, run=run)
+    assert isinstance(engine, vista_rl.Engine)
+    assert engine.validate().details == "oracle play on 3 seeds of oddshape/odd-colour-v0"
+    assert engine.run()["success_rate"] == 1.0
+
+    config = tmp_path / "run.yaml"
+    config.write_text(yaml.safe_dump({**data, "engine": "local"}))
+
+    def vista(*args: str) -> int:
+        try:
+            main(["train", str(config), "--engine", engine_id, *args])
+        except SystemExit as exc:
+            return int(exc.code or 0)
+        return 0
+
+    assert vista("--dry-run", "--set", f"engine_config.{engine_id}.episodes=2") == 0
+    assert "oracle play on 2 seeds" in capsys.readouterr().out and not out.exists()
+    assert vista("--dry-run", "--set", f"engine_config.{engine_id}.episodez=2") == 2
+    assert f"engine_config.{engine_id}.episodez: unknown key" in capsys.readouterr().err
+    assert vista("--set", f"engine_config.{engine_id}.episodes=4") == 0
+    assert f"run directory: {out}" in capsys.readouterr().out
+    assert json.loads((out / "status.json").read_text())["status"] == "completed"
 
 
 def test_hook_register_commands(doc_example: LoadExample) -> None:

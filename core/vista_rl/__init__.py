@@ -5,8 +5,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from vista_rl.engine_contract import Engine, EnginePlan
 from vista_rl.env import Env, StepResult
 from vista_rl.errors import ConfigError, DuplicateItemError, PluginLoadError, UnknownItemError, VistaError
 from vista_rl.hookspecs import hookimpl, hookspec
@@ -20,6 +22,9 @@ from vista_rl.tool import Tool, ToolContext, ToolResult
 from vista_rl.trajectory import TokenView, Trajectory, Turn
 
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from vista_rl.config import RunConfig
 
 
 def make_env(env_id: str, /, **config: Any) -> Env:
@@ -48,14 +53,22 @@ def make_dataset(dataset_id: str, /, **config: Any) -> Any:
     return host().make("datasets", dataset_id, **config)
 
 
-def make_engine(engine_id: str, /, **config: Any) -> Any:
-    return host().make("engines", engine_id, **config)
+def make_engine(engine_id: str, /, *, run: RunConfig, resume: str | Path | None = None) -> Engine:
+    """Build a registered training engine from a run config (as ``vista train`` does); the engine
+    follows :class:`vista_rl.Engine`: ``validate()`` then ``run()``."""
+    from vista_rl.engine_contract import build_engine
+
+    if run.engine != engine_id:
+        run = run.model_copy(update={"engine": engine_id})
+    return build_engine(run, resume)
 
 
 __all__ = [
     "IMAGE_PLACEHOLDER",
     "ConfigError",
     "DuplicateItemError",
+    "Engine",
+    "EnginePlan",
     "Env",
     "Generation",
     "Judge",

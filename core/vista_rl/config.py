@@ -71,9 +71,97 @@ class RolloutSection(Section):
         return self.reflection_attempts
 
 
+#: Estimators that learn a value function (a critic): choosing one turns the critic on by default.
+VALUE_ESTIMATORS = frozenset({"gae", "masked_gae", "bilevel_gae", "turnwise_gae"})
+
+
+class SeedRange(Section):
+    """``count`` consecutive env seeds from ``start``: train and held-out ranges must not overlap."""
+
+    start: int = Field(0, ge=0)
+    count: int = Field(64, ge=1)
+
+    def seeds(self) -> list[int]:
+        return list(range(self.start, self.start + self.count))
+
+    def overlaps(self, other: SeedRange) -> bool:
+        return self.start < other.start + other.count and other.start < self.start + self.count
+
+
+class AlgorithmSection(Section):
+    """The RL objective, the same for every engine.  ``estimator`` is any registered advantage-estimator
+    id; ``estimator_params`` are its keyword arguments (``gamma``, ``lam``, ``turn_gamma``, ...)."""
+
+    estimator: str = "grpo"
+    estimator_params: dict[str, Any] = Field(default_factory=dict)
+    clip_ratio_low: float = Field(0.2, ge=0.0)
+    clip_ratio_high: float = Field(0.2, ge=0.0)
+    kl_coef: float = Field(0.0, ge=0.0, description="k3 KL to the frozen reference model (0: no reference)")
+    entropy_coef: float = Field(0.0)
+    loss_agg: Literal["token-mean", "seq-mean"] = Field(
+        "token-mean", description="token-mean: over all tokens of a mini-batch; seq-mean: mean of per-sequence means")
+    ppo_epochs: int = Field(1, ge=1)
+    mini_batches: int = Field(1, ge=1, description="optimizer steps per epoch over one rollout batch")
+    critic: bool | None = Field(None, description="learn a value function; default: on for the GAE family")
+    value_clip: float | None = Field(0.2, gt=0.0, description="clip of the value loss (null: none)")
+
+    @property
+    def uses_critic(self) -> bool:
+        return self.critic if self.critic is not None else self.estimator in VALUE_ESTIMATORS
+
+
+class TrainerSection(Section):
+    """The RL stage: how long, on which seeds, with what optimizer."""
+
+    steps: int = Field(20, ge=0, description="RL steps (0: no RL stage)")
+    seeds_per_step: int = Field(8, ge=1, description="envs per step (B); each is sampled rollout.group_size times")
+    train_seeds: SeedRange = Field(default_factory=lambda: SeedRange(start=0, count=1000))
+    lr: float = Field(1e-4, gt=0.0)
+    weight_decay: float = Field(0.0, ge=0.0)
+    warmup_steps: int = Field(0, ge=0)
+    scheduler: Literal["constant", "linear", "cosine"] = "constant"
+    micro_batch_size: int = Field(16, ge=1, description="sequences per forward (per device); gradients accumulate")
+    max_grad_norm: float | None = Field(1.0, gt=0.0)
+    checkpoint_every: int = Field(0, ge=0, description="steps between checkpoints (0: only at the end)")
+    keep_checkpoints: int = Field(2, ge=1)
+    eval_every: int = Field(0, ge=0, description="RL steps between held-out evals (0: only at the end)")
+
+
+class SftSection(Section):
+    """Supervised warm start on oracle rollouts (``source: oracle``) or a trajectory JSONL."""
+
+    steps: int = Field(0, ge=0, description="optimizer steps (0: no SFT stage)")
+    source: Literal["oracle", "jsonl"] = "oracle"
+    path: str | None = None
+    seeds: SeedRange = Field(default_factory=lambda: SeedRange(start=50_000, count=64))
+    batch_size: int = Field(8, ge=1)
+    lr: float = Field(1e-3, gt=0.0)
+    max_grad_norm: float | None = Field(1.0, gt=0.0)
+
+    @model_validator(mode="after")
+    def _path_for_jsonl(self) -> SftSection:
+        if self.source == "jsonl" and not self.path:
+            raise ValueError("sft.source is 'jsonl' but sft.path is not set")
+        return self
+
+
+class EvalSection(Section):
+    """Held-out evaluation: seeds disjoint from every training seed."""
+
+    seeds: SeedRange = Field(default_factory=lambda: SeedRange(start=100_000, count=100))
+    temperature: float = Field(0.0, ge=0.0, description="0: greedy")
+    at_start: bool = Field(True, description="evaluate the untrained model first")
+    after_sft: bool = Field(True, description="evaluate after the SFT stage")
+
+
 class RunConfig(Section):
-    """The run config every engine receives.  Engines may read extra sections of their own from
-    ``engine_config``."""
+    """The run config every engine receives.
+
+    Everything but ``engine_config`` is engine-neutral: the same YAML trains with ``local`` on a laptop
+    and with ``verl`` on a cluster.  ``engine_config`` holds one section per engine id
+    (``engine_config.local``, ``engine_config.verl``), each with only what that engine alone has;
+    an engine reads its own section (:func:`engine_section`) and ignores the others.
+    """
 
     engine: str = "local"
     seed: int = 0
@@ -81,7 +169,29 @@ class RunConfig(Section):
     env: EnvSection
     model: ModelSection = Field(default_factory=ModelSection)
     rollout: RolloutSection = Field(default_factory=RolloutSection)
-    engine_config: dict[str, Any] = Field(default_factory=dict)
+    algorithm: AlgorithmSection = Field(default_factory=AlgorithmSection)
+    trainer: TrainerSection = Field(default_factory=TrainerSection)
+    sft: SftSection = Field(default_factory=SftSection)
+    eval: EvalSection = Field(default_factory=EvalSection)
+    engine_config: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="engine id -> that engine's own settings")
+
+    @model_validator(mode="after")
+    def _disjoint_seeds(self) -> RunConfig:
+        if self.trainer.steps and self.trainer.train_seeds.overlaps(self.eval.seeds):
+            raise ValueError("trainer.train_seeds overlaps eval.seeds: held-out seeds must not be trained on")
+        if self.sft.steps and self.sft.source == "oracle" and self.sft.seeds.overlaps(self.eval.seeds):
+            raise ValueError("sft.seeds overlaps eval.seeds: held-out seeds must not be trained on")
+        return self
+
+
+def engine_section(run: RunConfig, engine_id: str, model: type[ConfigT]) -> ConfigT:
+    """Validate ``run.engine_config[engine_id]`` (empty when absent) into ``model``; errors name the
+    full key (``engine_config.local.device: ...``)."""
+    try:
+        return model.model_validate(run.engine_config.get(engine_id) or {})
+    except ValidationError as exc:
+        raise ConfigError(format_validation_error(exc, "run config", prefix=f"engine_config.{engine_id}")) from None
 
 
 def renamed_keys(data: Any, renames: dict[str, str], prefix: str = "") -> Any:
@@ -147,10 +257,12 @@ def _deep_copy(data: Any) -> Any:
     return data
 
 
-def format_validation_error(error: ValidationError, source: str = "config") -> str:
+def format_validation_error(error: ValidationError, source: str = "config", prefix: str = "") -> str:
+    """One line per error, each naming its full dotted key (under ``prefix`` when given)."""
     lines = [f"invalid {source}:"]
     for item in error.errors():
-        key = ".".join(str(part) for part in item["loc"]) or "(top level)"
+        parts = [prefix] if prefix else []
+        key = ".".join(parts + [str(part) for part in item["loc"]]) or "(top level)"
         message = item["msg"]
         if item["type"] == "extra_forbidden":
             message = "unknown key (check the spelling; see the documented keys of this section)"

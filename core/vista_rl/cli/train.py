@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import sys
 from pathlib import Path
 
@@ -13,7 +12,8 @@ from rich.table import Table
 
 import vista_rl
 from vista_rl.config import RunConfig, load_config, validate_config
-from vista_rl.errors import ConfigError, UnknownItemError
+from vista_rl.engine_contract import STATUS_FILE, read_status, run_engine
+from vista_rl.errors import ConfigError
 
 
 def _resume_config(run_dir: Path, overrides: tuple[str, ...]) -> RunConfig:
@@ -32,15 +32,19 @@ def _resume_config(run_dir: Path, overrides: tuple[str, ...]) -> RunConfig:
 @click.command("train")
 @click.argument("config", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--set", "overrides", multiple=True, metavar="KEY=VALUE",
-              help="Override a config key, e.g. --set engine_config.trainer.steps=10 (repeatable).")
+              help="Override a config key, e.g. --set trainer.steps=10 (repeatable).")
 @click.option("--resume", "resume", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Continue the run in RUN_DIR from its last checkpoint (same optimizer, RNG and data position).")
 @click.option("--engine", "engine_id", default=None, help="Engine to train with (overrides the config's `engine`).")
 @click.option("--dry-run", is_flag=True,
-              help="Validate and print what would run (the full command and config, for engines that launch one).")
+              help="Validate the config for the engine (its own section included) and print what would run.")
 def train_command(config: Path | None, overrides: tuple[str, ...], resume: Path | None, engine_id: str | None,
                   dry_run: bool) -> None:
-    """Train a policy with the engine the run config names (default: local)."""
+    """Train a policy with the engine the run config names (default: local).
+
+    The run directory gets a status.json: running, then completed, failed (with the error) or
+    interrupted; a failed run keeps its files for inspection and `--resume`.
+    """
     if config is None and resume is None:
         raise click.UsageError("give a CONFIG.yaml to start a run, or --resume RUN_DIR to continue one")
     if engine_id is not None:
@@ -50,23 +54,25 @@ def train_command(config: Path | None, overrides: tuple[str, ...], resume: Path 
     else:
         assert config is not None
         run = load_config(RunConfig, config, overrides)
-    try:
-        factory = vista_rl.host().spec("engines", run.engine).load()
-    except UnknownItemError as exc:
-        raise ConfigError(f"engine: {exc}") from None
-    kwargs: dict[str, object] = {"run": run, "resume": resume}
+    engine = vista_rl.make_engine(run.engine, run=run, resume=resume)
     if dry_run:
-        if "dry_run" not in inspect.signature(factory).parameters:
-            # engines that launch nothing have nothing more to show than the validated config
-            click.echo(yaml.safe_dump(run.model_dump(mode="json"), sort_keys=False))
-            click.echo(f"dry run: the config is valid for engine {run.engine!r}; nothing was trained")
-            return
-        kwargs["dry_run"] = True
-    engine = factory(**kwargs)
+        plan = engine.validate()
+        click.echo(yaml.safe_dump(run.model_dump(mode="json"), sort_keys=False))
+        if plan.details:
+            click.echo(plan.details)
+        for warning in plan.warnings:
+            click.echo(f"warning: {warning}", err=True)
+        click.echo(f"dry run: the config is valid for engine {run.engine!r}; nothing was trained")
+        return
+    run_dir = resume if resume is not None else Path(run.output_dir)
     try:
-        summary = engine.run()
+        summary = run_engine(engine, run_dir)
     except KeyboardInterrupt:
         sys.exit(130)
+    except Exception:
+        if (run_dir / STATUS_FILE).is_file() and (read_status(run_dir) or {}).get("status") == "failed":
+            click.echo(f"vista train: the run failed; {run_dir / STATUS_FILE} records the error", err=True)
+        raise
     _print_summary(summary)
 
 

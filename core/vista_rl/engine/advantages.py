@@ -38,9 +38,9 @@ def make_estimator(estimator_id: str, params: dict[str, Any]) -> Any:
     try:
         return vista_rl.make_estimator(estimator_id, **params)
     except UnknownItemError as exc:
-        raise ConfigError(f"engine_config.algorithm.estimator: {exc}") from None
+        raise ConfigError(f"algorithm.estimator: {exc}") from None
     except TypeError as exc:
-        raise ConfigError(f"engine_config.algorithm.estimator_params: {exc}") from None
+        raise ConfigError(f"algorithm.estimator_params: {exc}") from None
 
 
 def compute_advantages(estimator: Any, batch: AdvantageBatch) -> AdvantageOutput:

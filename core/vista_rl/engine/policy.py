@@ -38,9 +38,9 @@ def pick_device(name: str) -> torch.device:
     try:
         device = torch.device(name)
     except RuntimeError as exc:
-        raise ConfigError(f"engine_config.trainer.device: {exc}") from None
+        raise ConfigError(f"engine_config.local.device: {exc}") from None
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("engine_config.trainer.device: cuda was asked for but no CUDA device is available")
+        raise ConfigError("engine_config.local.device: cuda was asked for but no CUDA device is available")
     return device
 
 
@@ -53,7 +53,7 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
             return torch.bfloat16
         return None
     if precision == "fp16" and device.type != "cuda":
-        raise ConfigError("engine_config.trainer.precision: fp16 needs a CUDA device; use bf16 or fp32 on CPU")
+        raise ConfigError("engine_config.local.precision: fp16 needs a CUDA device; use bf16 or fp32 on CPU")
     return torch.bfloat16 if precision == "bf16" else torch.float16
 
 

@@ -68,7 +68,7 @@ def tokens_from_record(record: dict[str, Any], encoder: ChatEncoder, base: Path)
 
 def load_jsonl(path: Path, encoder: ChatEncoder) -> tuple[list[EpisodeTokens], JsonlLoadReport]:
     if not path.is_file():
-        raise VistaError(f"engine_config.sft.path: {path} does not exist; record trajectories first or use "
+        raise VistaError(f"sft.path: {path} does not exist; record trajectories first or use "
                          "sft.source: oracle")
     report = JsonlLoadReport()
     examples: list[EpisodeTokens] = []

@@ -39,9 +39,10 @@ from vista_rl.engine.config import LocalEngineConfig, validate_engine_config
 from vista_rl.engine.evaluate import EvalResult, evaluate
 from vista_rl.engine.losses import Denominators, aggregate, clipped_policy_loss, kl_k3, value_loss
 from vista_rl.engine.metrics import EVAL_FILE, MetricsLogger, plot_reward_success
-from vista_rl.engine.policy import Policy, load_pretrained, micro_batches, pick_device
+from vista_rl.engine.policy import Policy, autocast_dtype, load_pretrained, micro_batches, pick_device
 from vista_rl.engine.rollout import Episode, RolloutStats, run_rollout
 from vista_rl.engine.sft_data import load_jsonl
+from vista_rl.engine_contract import EnginePlan, check_estimator
 from vista_rl.env import Env
 from vista_rl.errors import ConfigError, VistaError
 from vista_rl.plugins import core_version, host
@@ -71,7 +72,8 @@ class EngineState:
 
 
 class LocalEngine:
-    """Train ``run.model`` on ``run.env`` as ``run.engine_config`` says."""
+    """Train ``run.model`` on ``run.env`` as the run config says (a ``vista_rl.Engine``): the neutral
+    sections plus ``engine_config.local``."""
 
     def __init__(self, run: RunConfig, resume: str | Path | None = None, console: Console | None = None,
                  step_hook: StepHook | None = None) -> None:
@@ -95,7 +97,37 @@ class LocalEngine:
     def make_env(self) -> Env:
         return vista_rl.make_env(self.run_config.env.id, **self.run_config.env.config)
 
-    def _prepare_run_dir(self) -> None:
+    def validate(self) -> EnginePlan:
+        """Check what can be checked before training, writing nothing (the ``vista_rl.Engine`` contract):
+        the run directory, the model directory, the estimator and its parameters, SFT data, device."""
+        self._check_run_dir()
+        path = self.run_config.model.path
+        if not path:
+            raise ConfigError("model.path: the local engine needs a model directory (set model.path)")
+        if not (Path(path) / "config.json").is_file():
+            raise ConfigError(f"model.path: {path} is not a saved transformers model (no config.json there); "
+                              "create a tiny one with `vista model init-tiny OUT_DIR` or point to a checkpoint")
+        cfg = self.config
+        if cfg.trainer.steps:
+            check_estimator(self.run_config.algorithm)
+        if cfg.sft.steps and cfg.sft.source == "jsonl" and not Path(str(cfg.sft.path)).is_file():
+            raise ConfigError(f"sft.path: {cfg.sft.path} does not exist; record trajectories first or use "
+                              "sft.source: oracle")
+        autocast_dtype(cfg.trainer.precision, self.device)
+        rollout = self.run_config.rollout
+        stages = []
+        if cfg.eval.at_start:
+            stages.append("evaluate the untrained model")
+        if cfg.sft.steps:
+            stages.append(f"SFT {cfg.sft.steps} steps on {cfg.sft.source} data (lr {cfg.sft.lr:g})")
+        if cfg.trainer.steps:
+            stages.append(f"RL {cfg.trainer.steps} steps of {cfg.trainer.seeds_per_step} seeds x "
+                          f"{rollout.group_size} samples, {cfg.algorithm.estimator}"
+                          f"{' + value head' if cfg.algorithm.uses_value_head else ''} (lr {cfg.trainer.lr:g})")
+        stages.append(f"evaluate on {cfg.eval.seeds.count} held-out seeds")
+        return EnginePlan(engine="local", details=f"device {self.device}; " + "; then ".join(stages))
+
+    def _check_run_dir(self) -> None:
         if self.resuming:
             if not self.run_dir.is_dir():
                 raise VistaError(f"--resume {self.run_dir}: no such run directory")
@@ -104,6 +136,11 @@ class LocalEngine:
             raise VistaError(f"{self.run_dir} already holds a run with checkpoints; continue it with "
                              f"`vista train --resume {self.run_dir}` or choose another output_dir "
                              "(--set output_dir=...)")
+
+    def _prepare_run_dir(self) -> None:
+        self._check_run_dir()
+        if self.resuming:
+            return
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "config.yaml").write_text(yaml.safe_dump(self.run_config.model_dump(), sort_keys=False))
         versions = {"vista-rl": core_version(), "torch": torch.__version__,
@@ -477,7 +514,7 @@ class LocalEngine:
             raise TrainingError(
                 f"stopped after {len(self.state.nan_steps)} non-finite steps (global steps {self.state.nan_steps}); "
                 f"a checkpoint of this point is in {path} (no update was applied on those steps). Lower the learning rate (trainer.lr / sft.lr), keep "
-                "trainer.max_grad_norm set, or raise trainer.max_nan_steps")
+                "trainer.max_grad_norm set, or raise engine_config.local.max_nan_steps")
 
     def _after_step(self, stage: str, step: int) -> None:
         every = self.config.trainer.checkpoint_every

@@ -11,6 +11,7 @@ import asyncio
 import inspect
 import os
 import random
+import sys
 from types import SimpleNamespace
 from typing import Any
 
@@ -237,26 +238,34 @@ def _run_config(tmp_path: Any, model_path: str, **engine: Any) -> RunConfig:
         "engine": "verl", "output_dir": str(tmp_path / "run"),
         "env": {"id": "oddshape/odd-colour-v0", "config": {"grid": 3}},
         "model": {"path": model_path}, "rollout": {"max_turns": 3, "group_size": 4},
-        "engine_config": {"algorithm": {"estimator": "bilevel_gae", "estimator_params": {"turn_gamma": 0.95}},
-                          "trainer": {"seeds_per_step": 8, "mini_batch_size": 8,
-                                      "train_seeds": {"start": 0, "count": 20},
-                                      "val_seeds": {"start": 1000, "count": 4}},
-                          "cluster": {"n_gpus_per_node": 8}, **engine}})
+        "algorithm": {"estimator": "bilevel_gae", "estimator_params": {"turn_gamma": 0.95}},
+        "trainer": {"steps": 5, "seeds_per_step": 8, "micro_batch_size": 1, "train_seeds": {"start": 0, "count": 20}},
+        "eval": {"seeds": {"start": 1000, "count": 4}},
+        "engine_config": {"verl": {"cluster": {"n_gpus_per_node": 8}, **engine}}})
 
 
-def test_composed_config_passes_verls_loader_and_dry_run(tiny, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+def test_composed_config_passes_verls_loader_and_dry_run(tiny, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from vista_plugin_verl.engine import VerlEngine
 
-    run = _run_config(tmp_path, tiny[2], dry_run=True)
-    summary = vista_rl.make_engine("verl", run=run).run()
-    printed = capsys.readouterr().out
-    assert summary["command"][1:3] == ["-m", "verl.trainer.main_ppo"] and "verl.trainer.main_ppo" in printed
-    config = OmegaConf.load(tmp_path / "run" / "verl_config.yaml")
+    run = _run_config(tmp_path, tiny[2])
+    engine = vista_rl.make_engine("verl", run=run)
+    assert isinstance(engine, VerlEngine) and isinstance(engine, vista_rl.Engine)
+    plan = engine.validate()  # composes and runs verl's validate_config; writes nothing
+    assert plan.details.startswith(f"{sys.executable} -m verl.trainer.main_ppo ")
+    assert not any("not installed" in warning for warning in plan.warnings)
+    assert not (tmp_path / "run").exists()
+    command, config = engine.prepare()
+    assert command[1:3] == ["-m", "verl.trainer.main_ppo"] and (tmp_path / "run" / "data" / "train.parquet").is_file()
     assert config.algorithm.adv_estimator == "vista_bilevel_gae" and config.critic.enable is True
     assert config.algorithm.vista_params.turn_gamma == 0.95
     assert config.actor_rollout_ref.rollout.agent.default_agent_loop == "vista_agent"
     assert config.actor_rollout_ref.rollout.n == 4
-    assert isinstance(VerlEngine(run=run), VerlEngine)
+    # the neutral sections, in verl's own (validated) config
+    actor = config.actor_rollout_ref.actor
+    assert (actor.clip_ratio_low, actor.clip_ratio_high, actor.loss_agg_mode) == (0.2, 0.2, "token-mean")
+    assert (actor.optim.lr, actor.ppo_mini_batch_size, actor.kl_loss_type) == (1e-4, 8, "low_var_kl")
+    assert (config.trainer.total_training_steps, config.data.train_batch_size) == (5, 8)
+    assert config.critic.optim.lr == 1e-5
 
 
 def test_verls_loader_rejects_a_bad_combination(tiny, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -302,4 +311,5 @@ def test_vista_train_engine_verl_dry_run_cli(tiny, tmp_path, capsys) -> None:  #
     main(["train", "--engine", "verl", "--dry-run", str(config)])  # returns normally on success
     out = capsys.readouterr().out
     assert "-m verl.trainer.main_ppo" in out and "algorithm.adv_estimator=vista_bilevel_gae" in out
-    assert (tmp_path / "run" / "verl_config.yaml").is_file()
+    assert "adv_estimator: vista_bilevel_gae" in out  # the composed config, as verl's loader saw it
+    assert not (tmp_path / "run").exists()

@@ -15,41 +15,13 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from vista_plugin_verl.agent_loop_name import AGENT_NAME
-from vista_rl.config import RunConfig
+from vista_rl.config import RunConfig, engine_section
+from vista_rl.engine_contract import check_estimator
 from vista_rl.errors import ConfigError
 
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
-
-
-class Seeds(_Section):
-    start: int = Field(0, ge=0)
-    count: int = Field(64, ge=1)
-
-    def values(self) -> list[int]:
-        return list(range(self.start, self.start + self.count))
-
-
-class VerlAlgorithm(_Section):
-    estimator: str = Field("bilevel_gae", description="a vista estimator id (bridged as vista_<id>)")
-    gamma: float = Field(1.0, ge=0.0, le=1.0)
-    lam: float = Field(1.0, ge=0.0, le=1.0)
-    estimator_params: dict[str, Any] = Field(default_factory=dict, description="e.g. turn_gamma: 0.95")
-    kl_coef: float = Field(0.0, ge=0.0, description="KL loss to the reference policy (0: none)")
-
-
-class VerlTrainer(_Section):
-    steps: int = Field(300, ge=1)
-    seeds_per_step: int = Field(128, ge=1, description="data.train_batch_size")
-    mini_batch_size: int = Field(32, ge=1, description="actor/critic ppo_mini_batch_size")
-    micro_batch_size_per_gpu: int = Field(1, ge=1)
-    actor_lr: float = Field(1e-6, gt=0.0)
-    critic_lr: float = Field(1e-5, gt=0.0)
-    train_seeds: Seeds = Field(default_factory=lambda: Seeds(start=0, count=10_000))
-    val_seeds: Seeds = Field(default_factory=lambda: Seeds(start=1_000_000, count=128))
-    test_freq: int = Field(20, ge=-1)
-    save_freq: int = Field(50, ge=-1)
 
 
 class VerlCluster(_Section):
@@ -63,21 +35,67 @@ class VerlCluster(_Section):
 
 
 class VerlEngineConfig(_Section):
-    algorithm: VerlAlgorithm = Field(default_factory=VerlAlgorithm)
-    trainer: VerlTrainer = Field(default_factory=VerlTrainer)
+    """``engine_config.verl``: only what verl alone has.  The algorithm, optimizer, batch, step and
+    seed settings come from the run config's engine-neutral sections (see :func:`compose_overrides`)."""
+
+    critic_lr: float = Field(1e-5, gt=0.0, description="the critic is its own model in verl, with its own optimizer")
     cluster: VerlCluster = Field(default_factory=VerlCluster)
     overrides: list[str] = Field(default_factory=list, description="raw Hydra overrides, applied last")
-    dry_run: bool = False
     python: str | None = Field(None, description="interpreter that runs verl (default: this one)")
 
 
-CRITIC_ESTIMATORS = {"gae", "masked_gae", "bilevel_gae", "turnwise_gae"}
+ENGINE_ID = "verl"
+#: Our loss aggregations in verl's names (``seq-mean``: the mean over sequences of each one's token mean).
+LOSS_AGG = {"token-mean": "token-mean", "seq-mean": "seq-mean-token-mean"}
+#: verl's learning-rate schedules (``actor.optim.lr_scheduler_type``).
+SCHEDULERS = {"constant": "constant", "cosine": "cosine"}
+#: ``null`` (no clipping) for verl's ``grad_clip`` and ``critic.cliprange_value``, which always clip.
+NO_CLIP = 1.0e9
 
 
 def engine_config(run: RunConfig) -> VerlEngineConfig:
-    from vista_rl.config import validate_config
+    """``engine_config.verl`` validated; errors name the full key (``engine_config.verl.cluster.nnodes``)."""
+    return engine_section(run, ENGINE_ID, VerlEngineConfig)
 
-    return validate_config(VerlEngineConfig, run.engine_config, "engine_config")
+
+def micro_batch_per_gpu(run: RunConfig, cfg: VerlEngineConfig) -> int:
+    """``trainer.micro_batch_size`` as verl's ``ppo_micro_batch_size_per_gpu``: at most one GPU's share
+    of a mini-batch (``mini-batch seeds x rollout.n / GPUs``), which is what a larger value means locally
+    too (one forward per mini-batch); verl's workers require the share to be a multiple of it."""
+    gpus = cfg.cluster.n_gpus_per_node * cfg.cluster.nnodes
+    share = run.trainer.seeds_per_step // run.algorithm.mini_batches * run.rollout.group_size // gpus
+    return min(run.trainer.micro_batch_size, share) if share else run.trainer.micro_batch_size
+
+
+def check_neutral(run: RunConfig, cfg: VerlEngineConfig | None = None) -> list[str]:
+    """Neutral settings verl cannot honour raise ConfigError naming the key; settings it does not use
+    come back as warnings."""
+    trainer, algo = run.trainer, run.algorithm
+    cfg = cfg or engine_config(run)
+    if trainer.steps < 1:
+        raise ConfigError("trainer.steps: the verl engine trains only RL; set at least 1 step")
+    if trainer.scheduler not in SCHEDULERS:
+        raise ConfigError(f"trainer.scheduler: verl schedules {' or '.join(SCHEDULERS)}, not {trainer.scheduler!r}")
+    if trainer.seeds_per_step % algo.mini_batches:
+        raise ConfigError(f"algorithm.mini_batches: verl splits a step's {trainer.seeds_per_step} seeds "
+                          f"(trainer.seeds_per_step) into equal mini-batches; {algo.mini_batches} does not divide it")
+    gpus = cfg.cluster.n_gpus_per_node * cfg.cluster.nnodes
+    share = trainer.seeds_per_step // algo.mini_batches * run.rollout.group_size // gpus
+    if share and share % micro_batch_per_gpu(run, cfg):
+        raise ConfigError(f"trainer.micro_batch_size: verl's workers need it to divide one GPU's share of a "
+                          f"mini-batch ({share} sequences on {gpus} GPUs); {trainer.micro_batch_size} does not")
+    check_estimator(algo)
+    try:
+        from vista_plugin_verl.estimators import verl_name
+
+        verl_name(algo.estimator)
+    except KeyError as exc:
+        raise ConfigError(f"algorithm.estimator: {exc.args[0]}") from None
+    warnings = []
+    if run.sft.steps:
+        warnings.append(f"sft: the verl engine runs no SFT stage; sft.steps={run.sft.steps} is not run here "
+                        "(warm-start with `vista train --engine local`, then point model.path at models/sft)")
+    return warnings
 
 
 def _q(value: Any) -> str:
@@ -95,54 +113,79 @@ def _q(value: Any) -> str:
 
 
 def compose_overrides(run: RunConfig, cfg: VerlEngineConfig, train_file: str | Path, val_file: str | Path) -> list[str]:
+    """The run config as Hydra overrides of verl's ``ppo_trainer``: the neutral sections map onto
+    verl's own keys, ``engine_config.verl`` adds the cluster, ``overrides`` come last."""
     from vista_plugin_verl.estimators import verl_name
 
     if run.model.path is None:
         raise ConfigError("model.path: the verl engine needs a Hugging Face model path or id")
-    algo, trainer, cluster = cfg.algorithm, cfg.trainer, cfg.cluster
+    algo, trainer, evaluation, cluster = run.algorithm, run.trainer, run.eval, cfg.cluster
     estimator = verl_name(algo.estimator)
-    critic = algo.estimator in CRITIC_ESTIMATORS
+    critic = algo.uses_critic
     sampling = run.rollout.sampling
     run_dir = Path(run.output_dir).resolve()
+    mini_batch = trainer.seeds_per_step // algo.mini_batches
+    micro = micro_batch_per_gpu(run, cfg)
+    grad_clip = trainer.max_grad_norm if trainer.max_grad_norm is not None else NO_CLIP
+    params = dict(algo.estimator_params)
+    gamma, lam = params.pop("gamma", 1.0), params.pop("lam", 1.0)
+    actor = "actor_rollout_ref.actor"
     out = [
         f"data.train_files={_q(str(train_file))}",
         f"data.val_files={_q(str(val_file))}",
         f"data.train_batch_size={trainer.seeds_per_step}",
         f"data.max_prompt_length={cluster.max_prompt_length}",
         f"data.max_response_length={cluster.max_response_length}",
+        f"data.seed={run.seed}",
         "data.return_raw_chat=true",
         "data.return_multi_modal_inputs=false",
         "data.filter_overlong_prompts=false",
         f"actor_rollout_ref.model.path={_q(run.model.path)}",
-        f"actor_rollout_ref.actor.optim.lr={algo_lr(trainer.actor_lr)}",
-        f"actor_rollout_ref.actor.ppo_mini_batch_size={trainer.mini_batch_size}",
-        f"actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu={trainer.micro_batch_size_per_gpu}",
-        f"actor_rollout_ref.actor.use_kl_loss={_q(algo.kl_coef > 0)}",
-        f"actor_rollout_ref.actor.kl_loss_coef={algo.kl_coef!r}",
+        f"{actor}.optim.lr={algo_lr(trainer.lr)}",
+        f"{actor}.optim.weight_decay={trainer.weight_decay!r}",
+        f"{actor}.optim.lr_warmup_steps={trainer.warmup_steps if trainer.warmup_steps else -1}",
+        f"{actor}.optim.lr_scheduler_type={SCHEDULERS[trainer.scheduler]}",
+        f"{actor}.ppo_mini_batch_size={mini_batch}",
+        f"{actor}.ppo_micro_batch_size_per_gpu={micro}",
+        f"{actor}.ppo_epochs={algo.ppo_epochs}",
+        f"{actor}.clip_ratio_low={algo.clip_ratio_low!r}",
+        f"{actor}.clip_ratio_high={algo.clip_ratio_high!r}",
+        f"{actor}.entropy_coeff={algo.entropy_coef!r}",
+        f"{actor}.loss_agg_mode={LOSS_AGG[algo.loss_agg]}",
+        f"{actor}.grad_clip={grad_clip!r}",
+        f"{actor}.use_kl_loss={_q(algo.kl_coef > 0)}",
+        f"{actor}.kl_loss_coef={algo.kl_coef!r}",
+        f"{actor}.kl_loss_type=low_var_kl",  # k3, the local engine's estimator
         f"actor_rollout_ref.rollout.name={cluster.rollout_backend}",
         "actor_rollout_ref.rollout.mode=async",
         f"actor_rollout_ref.rollout.n={run.rollout.group_size}",
         f"actor_rollout_ref.rollout.temperature={sampling.temperature!r}",
         f"actor_rollout_ref.rollout.top_p={sampling.top_p!r}",
+        f"actor_rollout_ref.rollout.val_kwargs.temperature={evaluation.temperature!r}",
+        f"actor_rollout_ref.rollout.val_kwargs.do_sample={_q(evaluation.temperature > 0)}",
         f"actor_rollout_ref.rollout.prompt_length={cluster.max_prompt_length}",
         f"actor_rollout_ref.rollout.response_length={cluster.max_response_length}",
         f"actor_rollout_ref.rollout.tensor_model_parallel_size={cluster.tensor_parallel_size}",
         f"actor_rollout_ref.rollout.gpu_memory_utilization={cluster.gpu_memory_utilization!r}",
         "actor_rollout_ref.rollout.calculate_log_probs=true",
-        f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={trainer.micro_batch_size_per_gpu}",
-        f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={trainer.micro_batch_size_per_gpu}",
+        f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={micro}",
+        f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={micro}",
         "actor_rollout_ref.rollout.multi_turn.enable=true",
         f"actor_rollout_ref.rollout.multi_turn.max_assistant_turns={run.rollout.max_turns}",
         f"actor_rollout_ref.rollout.agent.default_agent_loop={AGENT_NAME}",
         f"algorithm.adv_estimator={estimator}",
-        f"algorithm.gamma={algo.gamma!r}",
-        f"algorithm.lam={algo.lam!r}",
+        f"algorithm.gamma={gamma!r}",
+        f"algorithm.lam={lam!r}",
         f"critic.enable={_q(critic)}",
         f"trainer.total_training_steps={trainer.steps}",
+        # local: 0 = only at the end; verl: every N steps and at the last one
+        f"trainer.test_freq={trainer.eval_every or trainer.steps}",
+        f"trainer.save_freq={trainer.checkpoint_every or trainer.steps}",
+        f"trainer.max_actor_ckpt_to_keep={trainer.keep_checkpoints}",
+        f"trainer.max_critic_ckpt_to_keep={trainer.keep_checkpoints}",
+        f"trainer.val_before_train={_q(evaluation.at_start)}",
         f"trainer.n_gpus_per_node={cluster.n_gpus_per_node}",
         f"trainer.nnodes={cluster.nnodes}",
-        f"trainer.test_freq={trainer.test_freq}",
-        f"trainer.save_freq={trainer.save_freq}",
         f"trainer.default_local_dir={_q(str(run_dir / 'checkpoints'))}",
         "trainer.project_name=vista",
         f"trainer.experiment_name={_q(run_dir.name)}",
@@ -151,11 +194,16 @@ def compose_overrides(run: RunConfig, cfg: VerlEngineConfig, train_file: str | P
     if critic:
         out += [
             f"critic.model.path={_q(run.model.path)}",
-            f"critic.optim.lr={algo_lr(trainer.critic_lr)}",
-            f"critic.ppo_mini_batch_size={trainer.mini_batch_size}",
-            f"critic.ppo_micro_batch_size_per_gpu={trainer.micro_batch_size_per_gpu}",
+            f"critic.optim.lr={algo_lr(cfg.critic_lr)}",
+            f"critic.optim.weight_decay={trainer.weight_decay!r}",
+            f"critic.ppo_mini_batch_size={mini_batch}",
+            f"critic.ppo_micro_batch_size_per_gpu={micro}",
+            f"critic.ppo_epochs={algo.ppo_epochs}",
+            f"critic.grad_clip={grad_clip!r}",
+            f"critic.cliprange_value={algo.value_clip if algo.value_clip is not None else NO_CLIP!r}",
+            f"critic.loss_agg_mode={LOSS_AGG[algo.loss_agg]}",
         ]
-    for key, value in sorted(algo.estimator_params.items()):
+    for key, value in sorted(params.items()):
         out.append(f"+algorithm.vista_params.{key}={_q(value)}")
     return out + list(cfg.overrides)
 

@@ -1,12 +1,14 @@
 """The ``verl`` engine: datasets + composed, validated verl config + ``python -m verl.trainer.main_ppo``.
 
-``vista train CONFIG.yaml --set engine=verl`` (or ``engine: verl`` in the YAML) makes this engine;
-``engine_config.dry_run: true`` (or ``vista train --engine verl --dry-run CONFIG.yaml``) prints the command
-and the full composed config instead of launching.
+``vista train CONFIG.yaml --engine verl`` (or ``engine: verl`` in the YAML) makes this engine from the
+same run config the local engine reads: the neutral sections map onto verl's keys and
+``engine_config.verl`` adds the cluster.  ``vista train --engine verl --dry-run CONFIG.yaml`` prints
+the command and the full composed config without writing or launching anything.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import shlex
 import subprocess
 import sys
@@ -15,53 +17,82 @@ from typing import Any
 
 import yaml
 
-from vista_plugin_verl.config import VerlEngineConfig, compose_overrides, compose_verl_config, engine_config
-from vista_plugin_verl.dataset import write_env_datasets
+from vista_plugin_verl.config import (
+    ENGINE_ID,
+    VerlEngineConfig,
+    check_neutral,
+    compose_overrides,
+    compose_verl_config,
+    engine_config,
+)
 from vista_rl.config import RunConfig
-from vista_rl.errors import ConfigError
+from vista_rl.engine_contract import EnginePlan
+from vista_rl.errors import ConfigError, UnknownItemError, VistaError
 
 
 class VerlEngine:
-    """Same interface as the local engine: ``VerlEngine(run=..., resume=...).run() -> summary``."""
+    """A ``vista_rl.Engine``: ``VerlEngine(run=..., resume=...)``, then ``validate()`` and ``run()``."""
 
-    def __init__(self, run: RunConfig, resume: Any = None, dry_run: bool | None = None) -> None:
-        if resume is not None:
-            raise ConfigError("--resume: the verl engine resumes through verl (trainer.resume_mode); "
-                              "add it to engine_config.overrides")
+    def __init__(self, run: RunConfig, resume: Path | None = None) -> None:
         self.run_config = run
+        self.resume = resume
         self.cfg: VerlEngineConfig = engine_config(run)
-        if dry_run is not None:
-            self.cfg.dry_run = dry_run
         self.run_dir = Path(run.output_dir)
+
+    def _data_files(self) -> tuple[Path, Path]:
+        data = (self.run_dir / "data").resolve()
+        return data / "train.parquet", data / "val.parquet"
+
+    def _command(self, overrides: list[str]) -> list[str]:
+        return [self.cfg.python or sys.executable, "-m", "verl.trainer.main_ppo", *overrides]
+
+    def validate(self) -> EnginePlan:
+        """Map the run config onto verl's keys and, where verl is installed, compose it and run verl's
+        own ``validate_config``; writes nothing."""
+        if self.resume is not None:
+            raise ConfigError("--resume: the verl engine resumes through verl (trainer.resume_mode); "
+                              "add it to engine_config.verl.overrides")
+        import vista_rl
+
+        try:
+            vista_rl.host().spec("envs", self.run_config.env.id)
+        except UnknownItemError as exc:
+            raise ConfigError(f"env.id: {exc}") from None
+        warnings = check_neutral(self.run_config, self.cfg)
+        overrides = compose_overrides(self.run_config, self.cfg, *self._data_files())
+        details = shlex.join(self._command(overrides))
+        if importlib.util.find_spec("verl") is None:
+            warnings.append("verl is not installed here, so verl's own loader did not check the composed config "
+                            "(install vista-plugin-verl[verl], or run scripts/test.d/verl.sh, to check it)")
+        else:
+            from omegaconf import OmegaConf
+
+            details += "\n" + OmegaConf.to_yaml(compose_verl_config(overrides))
+        return EnginePlan(engine=ENGINE_ID, details=details, warnings=tuple(warnings))
 
     def prepare(self) -> tuple[list[str], Any]:
         """Write the parquet datasets; compose and validate verl's config.  Returns (command, config)."""
-        trainer = self.cfg.trainer
-        train, val = write_env_datasets(self.run_dir / "data", self.run_config.env.id, self.run_config.env.config,
-                                        trainer.train_seeds.values(), trainer.val_seeds.values(),
-                                        self.run_config.rollout.max_turns)
-        overrides = compose_overrides(self.run_config, self.cfg, train.resolve(), val.resolve())
-        config = compose_verl_config(overrides)
-        python = self.cfg.python or sys.executable
-        return [python, "-m", "verl.trainer.main_ppo", *overrides], config
+        from vista_plugin_verl.dataset import write_env_datasets
+
+        run = self.run_config
+        train, val = write_env_datasets(self.run_dir / "data", run.env.id, run.env.config,
+                                        run.trainer.train_seeds.seeds(), run.eval.seeds.seeds(), run.rollout.max_turns)
+        overrides = compose_overrides(run, self.cfg, train.resolve(), val.resolve())
+        return self._command(overrides), compose_verl_config(overrides)
 
     def run(self) -> dict[str, Any]:
         from omegaconf import OmegaConf
 
+        for warning in check_neutral(self.run_config, self.cfg):
+            print(f"warning: {warning}", file=sys.stderr)
         command, config = self.prepare()
-        config_text = OmegaConf.to_yaml(config)
-        (self.run_dir / "verl_config.yaml").write_text(config_text, encoding="utf-8")
+        (self.run_dir / "verl_config.yaml").write_text(OmegaConf.to_yaml(config), encoding="utf-8")
         (self.run_dir / "verl_command.sh").write_text(shlex.join(command) + "\n", encoding="utf-8")
         (self.run_dir / "config.yaml").write_text(
             yaml.safe_dump(self.run_config.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
-        summary: dict[str, Any] = {"engine": "verl", "run_dir": str(self.run_dir), "env": self.run_config.env.id,
-                                   "command": command, "dry_run": self.cfg.dry_run}
-        if self.cfg.dry_run:
-            print(shlex.join(command))
-            print(config_text)
-            return summary
         completed = subprocess.run(command, check=False)
-        summary["returncode"] = completed.returncode
+        summary: dict[str, Any] = {"engine": ENGINE_ID, "run_dir": str(self.run_dir), "env": self.run_config.env.id,
+                                   "command": command, "returncode": completed.returncode}
         if completed.returncode != 0:
-            raise ConfigError(f"verl.trainer.main_ppo exited with {completed.returncode}; see its log above")
+            raise VistaError(f"verl.trainer.main_ppo exited with {completed.returncode}; see its log above")
         return summary

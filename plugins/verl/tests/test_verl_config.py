@@ -1,0 +1,152 @@
+"""The run config -> verl mapping, without verl: runs in the main environment too.
+
+The neutral sections (algorithm, trainer, eval, rollout) map onto verl's own keys; settings verl
+cannot honour are errors that name the key; ``engine_config.verl`` holds only what verl alone has.
+tests/test_verl_plugin.py checks the same overrides against verl's real loader.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pytest
+from vista_plugin_verl.config import check_neutral, compose_overrides, engine_config
+
+import vista_rl
+from vista_rl.config import RunConfig, apply_overrides
+from vista_rl.errors import ConfigError
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+BASE: dict[str, Any] = {
+    "engine": "verl", "output_dir": "runs/x", "env": {"id": "oddshape/odd-colour-v0"},
+    "model": {"path": "Qwen/Qwen2.5-VL-3B-Instruct"},
+    "rollout": {"max_turns": 3, "group_size": 4, "sampling": {"temperature": 0.7, "top_p": 0.95}},
+    "algorithm": {"estimator": "bilevel_gae", "estimator_params": {"gamma": 0.99, "lam": 0.9, "turn_gamma": 0.95},
+                  "clip_ratio_low": 0.2, "clip_ratio_high": 0.28, "kl_coef": 0.01, "entropy_coef": 0.001,
+                  "loss_agg": "seq-mean", "ppo_epochs": 2, "mini_batches": 4, "value_clip": None},
+    "trainer": {"steps": 300, "seeds_per_step": 128, "lr": 1e-6, "micro_batch_size": 2, "max_grad_norm": 1.0,
+                "eval_every": 20, "checkpoint_every": 0, "keep_checkpoints": 3, "scheduler": "cosine",
+                "warmup_steps": 10},
+    "eval": {"seeds": {"start": 1_000_000, "count": 128}, "temperature": 0.0, "at_start": False},
+    "engine_config": {"verl": {"critic_lr": 2e-5, "cluster": {"n_gpus_per_node": 4}},
+                      "local": {"device": "cuda"}},  # the local engine's section: not verl's to read
+}
+
+
+def _run(*overrides: str) -> RunConfig:
+    return RunConfig.model_validate(apply_overrides(BASE, overrides))
+
+
+def _overrides(run: RunConfig) -> dict[str, str]:
+    pairs = [item.split("=", 1) for item in compose_overrides(run, engine_config(run), "t.parquet", "v.parquet")]
+    assert len({key for key, _ in pairs}) == len(pairs), "an override is given twice"
+    return dict(pairs)
+
+
+def test_neutral_sections_map_onto_verls_keys() -> None:
+    got = _overrides(_run())
+    actor = "actor_rollout_ref.actor"
+    expected = {
+        "algorithm.adv_estimator": "vista_bilevel_gae", "algorithm.gamma": "0.99", "algorithm.lam": "0.9",
+        "+algorithm.vista_params.turn_gamma": "0.95",
+        f"{actor}.clip_ratio_low": "0.2", f"{actor}.clip_ratio_high": "0.28", f"{actor}.loss_agg_mode": "seq-mean-token-mean",
+        f"{actor}.use_kl_loss": "true", f"{actor}.kl_loss_coef": "0.01", f"{actor}.kl_loss_type": "low_var_kl",
+        f"{actor}.entropy_coeff": "0.001", f"{actor}.ppo_epochs": "2", f"{actor}.optim.lr": "1e-06",
+        f"{actor}.optim.lr_scheduler_type": "cosine", f"{actor}.optim.lr_warmup_steps": "10",
+        f"{actor}.ppo_mini_batch_size": "32", f"{actor}.ppo_micro_batch_size_per_gpu": "2", f"{actor}.grad_clip": "1.0",
+        "data.train_batch_size": "128", "actor_rollout_ref.rollout.n": "4",
+        "actor_rollout_ref.rollout.temperature": "0.7", "actor_rollout_ref.rollout.val_kwargs.do_sample": "false",
+        "trainer.total_training_steps": "300", "trainer.test_freq": "20", "trainer.save_freq": "300",
+        "trainer.max_actor_ckpt_to_keep": "3", "trainer.val_before_train": "false",
+        "critic.enable": "true", "critic.optim.lr": "2e-05", "critic.cliprange_value": "1000000000.0",
+        "trainer.n_gpus_per_node": "4", "actor_rollout_ref.rollout.multi_turn.max_assistant_turns": "3",
+    }
+    assert {key: got.get(key) for key in expected} == expected
+
+
+def test_a_micro_batch_larger_than_a_gpus_share_is_that_share() -> None:
+    """Locally a micro-batch larger than the mini-batch is one forward per mini-batch; so in verl."""
+    got = _overrides(_run("trainer.micro_batch_size=64"))
+    assert got["actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"] == "32"
+
+
+def test_grpo_has_no_critic_and_no_kl_reference() -> None:
+    got = _overrides(_run("algorithm.estimator=grpo", "algorithm.kl_coef=0", "algorithm.estimator_params={}"))
+    assert got["critic.enable"] == "false" and "critic.optim.lr" not in got
+    assert got["actor_rollout_ref.actor.use_kl_loss"] == "false"
+    assert (got["algorithm.gamma"], got["algorithm.lam"]) == ("1.0", "1.0")
+
+
+@pytest.mark.parametrize(("override", "key"), [
+    ("algorithm.mini_batches=3", "algorithm.mini_batches"),
+    ("trainer.scheduler=linear", "trainer.scheduler"),
+    ("trainer.steps=0", "trainer.steps"),
+    ("algorithm.estimator=no_such", "algorithm.estimator"),
+    ("trainer.micro_batch_size=5", "trainer.micro_batch_size"),
+    ("algorithm.estimator_params.turn_gama=0.9", "algorithm.estimator_params.turn_gama"),  # 32 seeds x 4 / 4 GPUs = 32 per GPU
+])
+def test_what_verl_cannot_honour_names_the_key(override: str, key: str) -> None:
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        check_neutral(_run(override))
+
+
+def test_verl_section_is_strict_and_sft_is_a_warning() -> None:
+    with pytest.raises(ConfigError, match=r"engine_config\.verl\.cluster\.n_gpu: unknown key"):
+        engine_config(_run("engine_config.verl.cluster.n_gpu=2"))
+    with pytest.raises(ConfigError, match=r"engine_config\.verl\.actor_lr: unknown key"):  # now trainer.lr
+        engine_config(_run("engine_config.verl.actor_lr=1e-6"))
+    assert check_neutral(_run()) == []
+    (warning,) = check_neutral(_run("sft.steps=10"))
+    assert warning.startswith("sft: the verl engine runs no SFT stage")
+
+
+def test_validate_writes_nothing_and_refuses_resume(tmp_path: Any, tiny_model_dir: Any) -> None:
+    # a local model: where verl is installed, its loader reads the model's config
+    run = _run(f"output_dir={tmp_path / 'run'}", f"model.path={tiny_model_dir}")
+    plan = vista_rl.make_engine("verl", run=run).validate()
+    assert plan.engine == "verl" and "-m verl.trainer.main_ppo" in plan.details
+    assert not (tmp_path / "run").exists()
+    with pytest.raises(ConfigError, match="--resume"):
+        vista_rl.make_engine("verl", run=run, resume=tmp_path).validate()
+
+
+def test_the_readme_recipe_validates(tmp_path: Any, tiny_model_dir: Any) -> None:
+    """The GPU recipe in README.md is a valid run config for this engine (verl's loader checks it too
+    where verl is installed, with a local model in place of the hub id: nothing here reaches the hub)."""
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    (block,) = [b for b in re.findall(r"```yaml\n(.*?)```", readme, re.DOTALL) if "engine: verl" in b]
+    data = yaml.safe_load(block)
+    data["output_dir"] = str(tmp_path / "run")
+    data["model"]["path"] = str(tiny_model_dir)
+    if data["env"]["id"] not in vista_rl.host().registry("envs").ids():  # the verl venv has no sokoban plugin
+        data["env"] = {"id": "oddshape/odd-colour-v0"}
+    plan = vista_rl.make_engine("verl", run=RunConfig.model_validate(data)).validate()
+    assert "actor_rollout_ref.actor.ppo_mini_batch_size=32" in plan.details
+    assert not any(warning.startswith("sft") for warning in plan.warnings)
+
+
+@pytest.mark.parametrize("example", ["frozenlake_grpo", "frozenlake_bilevel_ppo"])
+def test_the_example_configs_validate_for_verl(example: str, tmp_path: Any, tiny_model_dir: Any) -> None:
+    """examples/*.yaml (the local main job's configs) are valid verl runs as they are; where verl is
+    installed (scripts/test.d/verl.sh), through verl's own loader."""
+    import importlib.util
+    from pathlib import Path
+
+    from vista_rl.config import load_config
+
+    path = Path(__file__).resolve().parents[3] / "examples" / f"{example}.yaml"
+    run = load_config(RunConfig, path, [f"model.path={tiny_model_dir}", f"output_dir={tmp_path / 'run'}"])
+    if run.env.id not in vista_rl.host().registry("envs").ids():  # the verl venv has no frozenlake plugin
+        run = run.model_copy(update={"env": run.env.model_copy(update={"id": "oddshape/odd-colour-v0"})})
+    plan = vista_rl.make_engine("verl", run=run).validate()
+    verl_here = importlib.util.find_spec("verl") is not None
+    assert any("not installed" in warning for warning in plan.warnings) is not verl_here
+    if verl_here:
+        assert f"adv_estimator: vista_{run.algorithm.estimator}" in plan.details  # verl's composed config
+    assert not (tmp_path / "run").exists()

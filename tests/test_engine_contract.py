@@ -1,0 +1,120 @@
+"""The engine contract: ``make_engine`` builds engines from the run config plus resume, refuses
+factories and objects that do not follow ``vista_rl.Engine`` with an error naming the engine, and
+``run_engine`` keeps ``status.json`` true to how a run ended."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import vista_rl
+from vista_rl.config import RunConfig
+from vista_rl.engine_contract import STATUS_FILE, read_status, run_engine
+from vista_rl.errors import ConfigError, PluginLoadError
+
+
+class StepEngine:
+    """A test engine: writes one file into the run directory, then does what ``behaviour`` says."""
+
+    behaviour = "finish"
+
+    def __init__(self, run: RunConfig, resume: Path | None = None) -> None:
+        self.config, self.resume = run, resume
+
+    def validate(self) -> vista_rl.EnginePlan:
+        if self.config.trainer.steps > 50:
+            raise ConfigError("trainer.steps: this test engine takes at most 50")
+        return vista_rl.EnginePlan(engine="test-steps", details="steps", warnings=("a warning",))
+
+    def run(self) -> dict[str, Any]:
+        out = Path(self.config.output_dir)
+        (out / "progress.txt").write_text("half")
+        status = read_status(out)
+        assert status is not None and status["status"] == "running"  # recorded before run() starts
+        if self.behaviour == "crash":
+            raise RuntimeError("disk on fire")
+        if self.behaviour == "interrupt":
+            raise KeyboardInterrupt
+        return {"run_dir": str(out)}
+
+
+class NoResume:
+    def __init__(self, run: RunConfig) -> None:
+        self.run_config = run
+
+
+class NoValidate:
+    def __init__(self, run: RunConfig, resume: Path | None = None) -> None:
+        pass
+
+    def run(self) -> dict[str, Any]:
+        return {}
+
+
+class Plugin:
+    @vista_rl.hookimpl
+    def register_engines(self, register: Any) -> None:
+        register("test-steps", StepEngine)
+        register("test-no-resume", NoResume)
+        register("test-no-validate", NoValidate)
+
+
+@pytest.fixture
+def engines(vista_plugin: Callable[..., str]) -> None:
+    vista_plugin(Plugin(), name="engine-contract-test")
+
+
+def _run(tmp_path: Path, engine: str = "test-steps", **extra: Any) -> RunConfig:
+    return RunConfig.model_validate({"engine": engine, "output_dir": str(tmp_path / "run"),
+                                     "env": {"id": "oddshape/odd-colour-v0"}, **extra})
+
+
+@pytest.mark.usefixtures("engines")
+def test_make_engine_checks_the_contract(tmp_path: Path) -> None:
+    engine = vista_rl.make_engine("test-steps", run=_run(tmp_path), resume=tmp_path)
+    assert isinstance(engine, vista_rl.Engine) and isinstance(engine, StepEngine)
+    assert engine.resume == tmp_path and engine.config.engine == "test-steps"
+    with pytest.raises(PluginLoadError, match=r"'test-no-resume' cannot be built as factory\(run=\.\.\., resume=\.\.\.\)"):
+        vista_rl.make_engine("test-no-resume", run=_run(tmp_path))
+    with pytest.raises(PluginLoadError, match=r"'test-no-validate' does not follow the Engine contract.*no validate\(\)"):
+        vista_rl.make_engine("test-no-validate", run=_run(tmp_path))
+    with pytest.raises(ConfigError, match="engine: no engine 'nosuch' is registered"):
+        vista_rl.make_engine("nosuch", run=_run(tmp_path))
+    with pytest.raises(ConfigError, match="engine_config.test-stepz: no engine 'test-stepz' is registered"):
+        vista_rl.make_engine("test-steps", run=_run(tmp_path, engine_config={"test-stepz": {}}))
+
+
+@pytest.mark.usefixtures("engines")
+@pytest.mark.parametrize(("behaviour", "status", "raises"), [
+    ("finish", "completed", None), ("crash", "failed", RuntimeError), ("interrupt", "interrupted", KeyboardInterrupt),
+])
+def test_status_json_records_how_the_run_ended(tmp_path: Path, behaviour: str, status: str,
+                                               raises: type[BaseException] | None,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(StepEngine, "behaviour", behaviour)
+    run = _run(tmp_path)
+    engine = vista_rl.make_engine(run.engine, run=run)
+    if raises is None:
+        assert run_engine(engine, run.output_dir) == {"run_dir": run.output_dir}
+    else:
+        with pytest.raises(raises):
+            run_engine(engine, run.output_dir)
+    record = json.loads((tmp_path / "run" / STATUS_FILE).read_text())
+    assert record["status"] == status
+    assert (tmp_path / "run" / "progress.txt").read_text() == "half", "a failed run keeps its files"
+    if behaviour == "crash":
+        assert record["error"] == "RuntimeError: disk on fire" and "disk on fire" in record["traceback"]
+    if behaviour == "interrupt":
+        assert record["resume"] == f"vista train --resume {tmp_path / 'run'}"
+
+
+@pytest.mark.usefixtures("engines")
+def test_a_config_that_does_not_validate_writes_nothing(tmp_path: Path) -> None:
+    run = _run(tmp_path, trainer={"steps": 90})
+    with pytest.raises(ConfigError, match="trainer.steps"):
+        run_engine(vista_rl.make_engine(run.engine, run=run), run.output_dir)
+    assert not (tmp_path / "run").exists()
