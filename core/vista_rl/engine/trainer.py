@@ -40,7 +40,7 @@ from vista_rl.engine.losses import Denominators, aggregate, clipped_policy_loss,
 from vista_rl.engine.metrics import EVAL_FILE, MetricsLogger, append_jsonl, plot_reward_success
 from vista_rl.engine.policy import Policy, load_pretrained, micro_batches, pick_device
 from vista_rl.engine.policy_backend import PolicyBackend
-from vista_rl.engine.samples import TrainSample, training_samples
+from vista_rl.engine.samples import SampleBatch, TrainSample, training_samples
 from vista_rl.engine.sft_data import load_jsonl, tokens_from_trajectory
 from vista_rl.env import Env
 from vista_rl.errors import ConfigError, VistaError
@@ -87,6 +87,7 @@ class LocalEngine:
         self.run_dir = Path(resume) if resume is not None else Path(run.output_dir)
         self.resuming = resume is not None
         self.state = EngineState()
+        self.last_batch: SampleBatch | None = None
         self.device = pick_device(self.config.trainer.device)
         self._check_env()
         if run.rollout.sampling.stop:
@@ -327,6 +328,7 @@ class LocalEngine:
         self.rollout.sampling = SamplingParams(**sampling.model_dump(), n=1, seed=self.run_config.seed + step)
         trajectories = self.rollout.run(self._specs(self._step_seeds(step), rollout.group_size))
         batch = training_samples(trajectories, self.backend)
+        self.last_batch = batch  # the latest RL step's episodes (tests and step hooks inspect it)
         self.backend.forget_images()  # the samples hold the tensors they need
         t_rollout = time.perf_counter() - started
         self._record_dropped(batch.dropped)
