@@ -103,7 +103,11 @@ class PolicyBackend(ModelBackend):
         return [self.images[ref] for ref in refs]
 
     def forget_images(self) -> None:
+        """Drop every cached tensor and message (between rollouts: no episode of the last one
+        comes back)."""
         self.images.clear()
+        self._segments.clear()
+        self._replies.clear()
 
     # ---------------------------------------------------------------- rendering
     def _render(self, chat: Chat, segments: dict[int, _Segment], replies: dict[int, _Reply]) -> EpisodeTokens:

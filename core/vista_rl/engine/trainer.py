@@ -2,6 +2,13 @@
 
 Stages: evaluate the untrained model, SFT on oracle (or recorded) trajectories, evaluate, then RL
 (GRPO, or PPO with a value head for the GAE family), evaluating on held-out seeds along the way.
+
+Every rollout (SFT oracle data, RL steps, evaluation) goes through the core ``RolloutEngine``, the
+same per-turn path ``vista eval`` uses: tools, reflection, context windows, timeouts, remote and Ray
+envs all behave in training as in evaluation.  The policy is a backend (``PolicyBackend``) that
+returns the sampled ids, their log-probs and the image tensors, and RL trains on each trajectory's
+``token_view``.  An episode whose env, tool or model call failed is recorded (``failures.jsonl``)
+and left out of the update; the step goes on.
 Every stage is resumable: a checkpoint holds the weights, optimizer, scheduler, RNG states and the
 position in the data, and ``vista train --resume RUN_DIR`` continues exactly where it stopped.
 """
@@ -565,6 +572,7 @@ class LocalEngine:
                               seed=self.run_config.seed)
         finally:
             self.backend.keep_images = True
+            self.backend.forget_images()
         self.progress.update(task, total=1, completed=1, info=f"success {result.success}")
         record = result.to_dict()
         record.update(rl_step=self.state.rl_step, sft_step=self.state.sft_step, global_step=self.state.global_step)
