@@ -168,8 +168,30 @@ def test_a_backend_may_fail_one_chat_alone() -> None:
 
     bad, good = run(HalfBroken(), episode_specs("test/counter-v0", [0, 1], env_config={"target": 1}))
     assert bad.metadata["stop_reason"] == "model_error"
-    assert "model backend failed for chat 0: ValueError: prompt too long" in (bad.failure or "")
+    assert bad.failure == "model backend raised ValueError: prompt too long"
     assert good.success and good.failure is None
+
+
+def test_a_chat_that_breaks_the_batched_call_fails_alone() -> None:
+    """A backend whose batched call fails because of one chat (as a server rejecting one malformed
+    request fails the batch) is called again chat by chat: only that chat's episode fails."""
+    class OnePoisonsAll(ModelBackend):
+        def __init__(self) -> None:
+            self.calls: list[int] = []
+
+        def generate(self, chats: list[Chat], params: SamplingParams) -> Any:
+            self.calls.append(len(chats))
+            if any("Guess" in message.content for chat in chats for message in chat):
+                raise ValueError("malformed request in batch")
+            return [[Generation("<answer>inc</answer>")] for _ in chats]
+
+    backend = OnePoisonsAll()
+    specs = (episode_specs("test/counter-v0", [0], env_config={"target": 1}) + episode_specs("test/guess-v0", [1])
+             + episode_specs("test/counter-v0", [2], env_config={"target": 1}))
+    first, poisoned, last = run(backend, specs)
+    assert backend.calls == [3, 1, 1, 1]
+    assert first.success and last.success and first.failure is None and last.failure is None
+    assert poisoned.failure == "model backend raised ValueError: malformed request in batch"
 
 
 def test_broken_tools_and_prompts_fail_their_episodes_only() -> None:

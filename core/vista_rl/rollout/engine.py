@@ -330,14 +330,34 @@ class RolloutEngine:
         try:
             outputs = self.backend.generate(chats, self.sampling, **kwargs)
         except Exception as exc:  # noqa: BLE001 - a backend failure ends this turn's episodes, not the run
-            reason = f"model backend raised {type(exc).__name__}: {exc}"
-            for episode in active:
-                episode.fail(reason, "model_error")
-            return None
+            outputs = self._generate_each(chats, kwargs, exc)
+            if outputs is None:
+                reason = f"model backend raised {type(exc).__name__}: {exc}"
+                for episode in active:
+                    episode.fail(reason, "model_error")
+                return None
         finally:
             self.timings.model_s += time.perf_counter() - started
             self.timings.generate_calls += 1
         self.timings.model_turns += len(active)
+        return outputs
+
+    def _generate_each(self, chats: list[Chat], kwargs: dict[str, Any], error: Exception) -> list[Any] | None:
+        """After a failed batched call: one chat at a time, so that one bad chat (a prompt the
+        server rejects) fails alone.  If the first chat alone fails the same way, the backend itself
+        is down: ``None``, and the whole turn fails without calling it once per chat."""
+        if len(chats) < 2:
+            return None
+        outputs: list[Any] = []
+        for index, chat in enumerate(chats):
+            single = {key: [value[index]] for key, value in kwargs.items()}
+            try:
+                result = self.backend.generate([chat], self.sampling, **single)
+                outputs.append(result[0])
+            except Exception as exc:  # noqa: BLE001 - recorded on this chat's episode
+                if index == 0 and type(exc) is type(error) and str(exc) == str(error):
+                    return None
+                outputs.append(exc)
         return outputs
 
     def _respond(self, episode: _Episode, chat: Chat, generation: Generation) -> list[tuple[_Episode, str, Any]]:
@@ -547,7 +567,7 @@ def _pick(outputs: Any, position: int) -> Generation | str:
     try:
         samples = outputs[position]
         if isinstance(samples, BaseException):
-            return f"model backend failed for chat {position}: {type(samples).__name__}: {samples}"
+            return f"model backend raised {type(samples).__name__}: {samples}"
         generation = samples[0]
     except (IndexError, KeyError, TypeError):
         return f"model backend returned no generation for chat {position} (output: {type(outputs).__name__})"
