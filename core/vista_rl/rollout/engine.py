@@ -327,6 +327,7 @@ class RolloutEngine:
         if self._needs_oracle:
             kwargs["oracle_responses"] = [episode.oracle for episode in active]
         started = time.perf_counter()
+        outputs: list[Any] | None
         try:
             outputs = self.backend.generate(chats, self.sampling, **kwargs)
         except Exception as exc:  # noqa: BLE001 - a backend failure ends this turn's episodes, not the run
