@@ -465,9 +465,13 @@ class RolloutEngine:
                 if not isinstance(result, ToolResult):
                     episode.fail(f"tool {name} returned {type(result).__name__}, not a ToolResult", "tool_error")
                     continue
-            episode.trajectory.turns[-1].tool_calls.append(ToolCallRecord(
-                name=name, arguments=arguments, result_text=str(result.text), num_images=len(result.images),
-                error=bool(result.error)))
+            try:
+                record = ToolCallRecord(name=name, arguments=arguments, result_text=str(result.text),
+                                        num_images=len(result.images), error=bool(result.error))
+            except Exception as exc:  # noqa: BLE001 - e.g. images=None: this episode fails, not the batch
+                episode.fail(f"tool {name} returned an unusable ToolResult: {type(exc).__name__}: {exc}", "tool_error")
+                continue
+            episode.trajectory.turns[-1].tool_calls.append(record)
             episode.tool_call_count += 1
             tool_results.setdefault(id(episode), []).append((name, result))
             tool_episodes[id(episode)] = episode
