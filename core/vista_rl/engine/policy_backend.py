@@ -56,6 +56,8 @@ class PolicyBackend(ModelBackend):
         self.images: dict[str, ImageInput] = {}
         self._segments: dict[int, _Segment] = {}
         self._replies: dict[int, _Reply] = {}
+        #: Text-only messages (system prompts, most feedback) by (role, content): many episodes share them.
+        self._texts: dict[tuple[str, str], list[int]] = {}
 
     # ------------------------------------------------------------------ backend
     def generate(self, chats: Sequence[Chat], params: SamplingParams) -> list[list[Generation]]:
@@ -108,6 +110,7 @@ class PolicyBackend(ModelBackend):
         self.images.clear()
         self._segments.clear()
         self._replies.clear()
+        self._texts.clear()
 
     # ---------------------------------------------------------------- rendering
     def _render(self, chat: Chat, segments: dict[int, _Segment], replies: dict[int, _Reply]) -> EpisodeTokens:
@@ -143,8 +146,20 @@ class PolicyBackend(ModelBackend):
         return self.encoder.response_ids(message.content)
 
     def _encode(self, message: Message) -> _Segment:
-        ids, images = self.encoder.message_segment(message.role, message.content, list(message.images))
-        if self.keep_images:
-            for image, tensors in zip(message.images, images, strict=True):
-                self.images[image_hash(image)] = tensors
-        return _Segment(message, ids, images)
+        images = list(message.images)
+        if not images:
+            key = (message.role, message.content)
+            ids = self._texts.get(key)
+            if ids is None:
+                ids = self._texts[key] = self.encoder.message_segment(message.role, message.content, [])[0]
+            return _Segment(message, ids, [])
+        vision: list[ImageInput] | None = None
+        refs: list[str] = []
+        if self.keep_images:  # the G samples of a seed share their first image: process it once
+            refs = [image_hash(image) for image in images]
+            if all(ref in self.images for ref in refs):
+                vision = [self.images[ref] for ref in refs]
+        ids, inputs = self.encoder.message_segment(message.role, message.content, images, vision)
+        for ref, tensors in zip(refs, inputs, strict=False):
+            self.images[ref] = tensors
+        return _Segment(message, ids, inputs)
