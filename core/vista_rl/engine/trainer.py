@@ -53,7 +53,7 @@ from vista_rl.env import Env
 from vista_rl.errors import ConfigError, VistaError
 from vista_rl.model import SamplingParams
 from vista_rl.plugins import core_version, host
-from vista_rl.rollout.engine import RolloutEngine, episode_specs
+from vista_rl.rollout.engine import EpisodeSpec, RolloutEngine, episode_specs
 from vista_rl.trajectory import Trajectory
 
 RESULTS_FILE = "results.json"
@@ -111,7 +111,7 @@ class LocalEngine:
     def make_env(self) -> Env:
         return vista_rl.make_env(self.run_config.env.id, **self.run_config.env.config)
 
-    def _specs(self, seeds: list[int], group_size: int) -> list[Any]:
+    def _specs(self, seeds: list[int], group_size: int) -> list[EpisodeSpec]:
         return episode_specs(self.run_config.env.id, seeds, group_size, self.run_config.env.config)
 
     def _open_rollouts(self) -> None:
