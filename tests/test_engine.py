@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from tests.engine_helpers import FROZENLAKE, run_config
-from vista_rl.config import RunConfig, validate_config
+from vista_rl.config import RolloutSection, RunConfig, validate_config
 from vista_rl.engine.config import validate_engine_config
 from vista_rl.engine.losses import Denominators, aggregate, clipped_policy_loss, kl_k3
 from vista_rl.engine.trainer import LocalEngine, TrainingError
@@ -104,29 +104,29 @@ def test_aggregation_over_micro_batches_equals_one_batch(mode: str) -> None:
 
 
 # ------------------------------------------------------------------------- token view
-def test_token_view_masks_only_assistant_tokens(tiny_model_dir: Path) -> None:
+def test_sft_tokens_of_oracle_rollouts_mask_only_assistant_tokens(tiny_model_dir: Path) -> None:
+    """SFT data comes from the core rollout engine playing the env's oracle: the loss covers exactly
+    the oracle responses (and their <|im_end|>), every observation image is in the sequence."""
     import vista_rl
     from vista_rl.engine.policy import Policy, load_pretrained
-    from vista_rl.engine.rollout import run_rollout
+    from vista_rl.engine.sft_data import tokens_from_trajectory
+    from vista_rl.rollout import RolloutEngine, episode_specs
 
     model, processor = load_pretrained(str(tiny_model_dir))
-    policy = Policy(model, processor, torch.device("cpu"))
-    encoder = policy.encoder
-    episodes = run_rollout(lambda: vista_rl.make_env(FROZENLAKE["id"], **FROZENLAKE["config"]), FROZENLAKE["id"],
-                           [7], 1, encoder, None, max_turns=4)
-    episode = episodes[0]
-    tokens = episode.tokens
-    assert episode.success and episode.trajectory.num_turns >= 2
-    assert len(tokens.turn_ends) == episode.trajectory.num_turns == len(tokens.images)
+    encoder = Policy(model, processor, torch.device("cpu")).encoder
+    settings = RolloutSection(max_turns=4)
+    with RolloutEngine(vista_rl.make_model("scripted", path="oracle"), settings) as engine:
+        (trajectory,) = engine.run(episode_specs(FROZENLAKE["id"], [7], 1, FROZENLAKE["config"]))
+    tokens = tokens_from_trajectory(trajectory, encoder)
+    assert trajectory.success and trajectory.num_turns >= 2
+    assert len(tokens.turn_ends) == trajectory.num_turns == len(tokens.images)
     image_tokens = sum(1 for i in tokens.input_ids if i == encoder.image_token_id)
+    assert image_tokens == sum(encoder.vision_tokens(im) for im in tokens.images)
     assert image_tokens == sum(int(im.grid_thw.prod()) // 4 for im in tokens.images)
     trained = [i for i, m in zip(tokens.input_ids, tokens.loss_mask, strict=True) if m]
-    # Exactly the oracle responses (and their <|im_end|>) are trained, nothing else.
-    expected = [i for turn in episode.trajectory.turns for i in encoder.response_ids(turn.response)]
+    expected = [i for turn in trajectory.turns for i in encoder.response_ids(turn.response)]
     assert trained == expected
     assert all(tokens.input_ids[end] == encoder.im_end_id for end in tokens.turn_ends)
-    assert episode.trajectory.token_view is not None
-    assert episode.trajectory.token_view.turn_rewards == episode.turn_rewards
 
 
 # ------------------------------------------------------------------------------ runs
@@ -256,3 +256,26 @@ def test_sft_from_jsonl_skips_broken_rows(tmp_path: Path, tiny_model_dir: Path) 
     path.write_text("{bad\n")
     with pytest.raises(VistaError, match="no usable trajectories"):
         load_jsonl(path, ChatEncoder(processor))
+
+
+def test_chat_encoder_expands_images_as_the_processor_does(tiny_model_dir: Path) -> None:
+    """The encoder runs the image processor and expands the vision tokens itself (faster, and once
+    per image); ids and pixel tensors must equal the processor's own call."""
+    from PIL import Image
+
+    from vista_rl.engine.chat_tokens import VISION_SPAN, ChatEncoder
+    from vista_rl.engine.policy import load_pretrained
+
+    _model, processor = load_pretrained(str(tiny_model_dir))
+    encoder = ChatEncoder(processor)
+    images = [Image.new("RGB", (56, 84), (200, 10, 10)), Image.new("RGB", (112, 56), (0, 90, 200))]
+    text = "<|im_start|>user\n<image> left, right: <image>\nWhich is red?<|im_end|>\n"
+    ids, vision = encoder.encode(text, images)
+    reference = processor(text=[text.replace("<image>", VISION_SPAN)], images=images, return_tensors="pt")
+    assert ids == reference["input_ids"][0].tolist()
+    assert torch.equal(torch.cat([v.pixel_values for v in vision]), reference["pixel_values"])
+    assert torch.equal(torch.stack([v.grid_thw for v in vision]), reference["image_grid_thw"])
+    again, reused = encoder.encode(text, images, vision)
+    assert again == ids and reused == vision
+    with pytest.raises(ValueError, match="image_pad"):
+        encoder.encode("<|image_pad|> <image>", images[:1])

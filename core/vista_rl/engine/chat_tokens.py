@@ -12,6 +12,7 @@ the family the tiny-model factory builds and the engine targets.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,40 +81,84 @@ class ChatEncoder:
         return int(token_id)
 
     # ----------------------------------------------------------------- segments
-    def prompt_segment(self, system: str, observation: str, images: list[Image.Image]) -> tuple[list[int], list[ImageInput]]:
-        text = ""
-        if system:
-            text += f"<|im_start|>system\n{system}<|im_end|>\n"
-        text += f"<|im_start|>user\n{observation}<|im_end|>\n<|im_start|>assistant\n"
-        return self.encode(text, images)
+    # A conversation is the concatenation of message segments, each ``<|im_start|>role\n...<|im_end|>\n``,
+    # then the generation header.  Every boundary sits at a special token, so encoding the pieces
+    # one by one gives the same ids as encoding the whole text at once: a prompt of turn k+1 starts
+    # with the prompt of turn k plus the sampled ids, token for token.
+    def message_segment(self, role: str, content: str, images: list[Image.Image],
+                        vision: list[ImageInput] | None = None) -> tuple[list[int], list[ImageInput]]:
+        """One message (tool results are shown as a user message, as the Qwen2-VL template does)."""
+        role = "user" if role == "tool" else role
+        return self.encode(f"<|im_start|>{role}\n{content}<|im_end|>\n", images, vision)
 
-    def followup_segment(self, observation: str, images: list[Image.Image]) -> tuple[list[int], list[ImageInput]]:
+    @functools.cached_property
+    def assistant_header(self) -> list[int]:
+        """The generation prompt ``<|im_start|>assistant\n``."""
+        return self.encode("<|im_start|>assistant\n", [])[0]
+
+    @functools.cached_property
+    def message_end(self) -> list[int]:
+        """What follows an assistant turn's ``<|im_end|>`` before the next message."""
+        return self.encode("\n", [])[0]
+
+    def prompt_segment(self, system: str, observation: str, images: list[Image.Image]) -> tuple[list[int], list[ImageInput]]:
+        ids: list[int] = []
+        if system:
+            ids += self.message_segment("system", system, [])[0]
+        user, vision = self.message_segment("user", observation, images)
+        return ids + user + self.assistant_header, vision
+
+    def followup_segment(self, observation: str, images: list[Image.Image], role: str = "user") -> tuple[list[int], list[ImageInput]]:
         """What follows an assistant turn's ``<|im_end|>``: the next observation and the header."""
-        return self.encode(f"\n<|im_start|>user\n{observation}<|im_end|>\n<|im_start|>assistant\n", images)
+        ids, vision = self.message_segment(role, observation, images)
+        return self.message_end + ids + self.assistant_header, vision
 
     def response_ids(self, text: str) -> list[int]:
         """Ids of a written response (SFT), closed by ``<|im_end|>`` so the model learns to stop."""
         return [int(i) for i in self.tokenizer.encode(text, add_special_tokens=False)] + [self.im_end_id]
 
-    def encode(self, text: str, images: list[Image.Image]) -> tuple[list[int], list[ImageInput]]:
+    def encode(self, text: str, images: list[Image.Image],
+               vision: list[ImageInput] | None = None) -> tuple[list[int], list[ImageInput]]:
+        """Ids of ``text`` with each ``<image>`` expanded to its vision tokens, and the images'
+        tensors (``vision`` when the caller already has them, e.g. the same image in G samples).
+
+        The expansion is what the Qwen2-VL processor does (``<|vision_start|>``, one
+        ``<|image_pad|>`` per merged patch, ``<|vision_end|>``), done here so that the image
+        processor runs once per image and the text costs one tokenizer call."""
         if text.count(IMAGE_PLACEHOLDER) != len(images):
             raise ValueError(f"{text.count(IMAGE_PLACEHOLDER)} {IMAGE_PLACEHOLDER} placeholders but {len(images)} images")
-        text = text.replace(IMAGE_PLACEHOLDER, VISION_SPAN)
         if not images:
             return [int(i) for i in self.tokenizer.encode(text, add_special_tokens=False)], []
+        vision = list(vision) if vision is not None else self.image_inputs(images)
+        pieces = text.split(IMAGE_PLACEHOLDER)
+        counts = [self.vision_tokens(image) for image in vision]
+        expanded = pieces[0] + "".join(
+            f"<|vision_start|>{'<|image_pad|>' * count}<|vision_end|>{piece}"
+            for count, piece in zip(counts, pieces[1:], strict=True))
+        ids = [int(i) for i in self.tokenizer.encode(expanded, add_special_tokens=False)]
+        if ids.count(self.image_token_id) != sum(counts):
+            raise ValueError("the text holds <|image_pad|> tokens of its own; they would be taken for image slots")
+        return ids, vision
+
+    def image_inputs(self, images: list[Image.Image]) -> list[ImageInput]:
+        """The image processor's patches and grid of each image (resized first if configured)."""
         prepared = [self.prepare_image(image) for image in images]
-        out = self.processor(text=[text], images=prepared, return_tensors="pt")
-        ids = [int(i) for i in out["input_ids"][0].tolist()]
+        out = self.processor.image_processor(images=prepared, return_tensors="pt")
         grids = out["image_grid_thw"]
         sizes = [int(torch.prod(grid).item()) for grid in grids]
         chunks = torch.split(out["pixel_values"], sizes, dim=0)
-        return ids, [ImageInput(chunk.clone(), grid.clone()) for chunk, grid in zip(chunks, grids, strict=True)]
+        return [ImageInput(chunk.clone(), grid.clone()) for chunk, grid in zip(chunks, grids, strict=True)]
 
     def prepare_image(self, image: Image.Image) -> Image.Image:
         image = image.convert("RGB")
         if self.image_size is not None and image.size != (self.image_size, self.image_size):
             image = image.resize((self.image_size, self.image_size), Image.Resampling.BOX)
         return image
+
+    def vision_tokens(self, image: ImageInput) -> int:
+        """How many ``<|image_pad|>`` tokens ``image`` expands to (patches / merge size squared)."""
+        merge = int(getattr(getattr(self.processor, "image_processor", None), "merge_size", 2) or 2)
+        return int(torch.prod(image.grid_thw).item()) // (merge * merge)
 
     def decode(self, ids: list[int]) -> str:
         """Response text: special tokens the env must see (``<answer>`` may be one) are kept; chat

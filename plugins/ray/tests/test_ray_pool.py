@@ -174,3 +174,26 @@ def test_rollout_engine_runs_episodes_on_ray_actors() -> None:
     assert [t.success for t in remote] == [True] * len(seeds)
     assert [t.total_reward for t in remote] == [t.total_reward for t in local]
     assert [t.turns[0].response for t in remote] == [t.turns[0].response for t in local]
+
+
+def test_local_engine_trains_on_ray_envs(tmp_path: Path, tiny_model_dir: Path) -> None:
+    """Training rolls out through the same core engine, so `ray/<env id>` trains like a local env."""
+    pytest.importorskip("transformers")
+    import json
+
+    from vista_rl.config import RunConfig, validate_config
+    from vista_rl.engine.trainer import LocalEngine
+
+    run = validate_config(RunConfig, {
+        "seed": 1, "output_dir": str(tmp_path / "run"), "model": {"path": str(tiny_model_dir)},
+        "env": {"id": "ray/oddshape/odd-colour-v0", "config": {"config": {"grid": 2, "cell_size": 28}}},
+        "rollout": {"max_turns": 1, "group_size": 2, "sampling": {"max_tokens": 4}},
+        "trainer": {"steps": 1, "seeds_per_step": 2, "train_seeds": {"start": 0, "count": 10}},
+        "eval": {"seeds": {"start": 100, "count": 1}, "at_start": False},
+    })
+    engine = LocalEngine(run)
+    engine.run()
+    batch = engine.last_batch
+    assert batch is not None and len(batch.samples) == 4 and not batch.dropped
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    assert rows[-1]["stage"] == "rl" and rows[-1]["optimizer_steps"] == 1 and rows[-1]["env_errors"] == 0
