@@ -18,7 +18,7 @@ from PIL import Image
 
 import vista_rl
 from tests.docblocks import DOCS, materialize
-from vista_rl.plugins import PluginInfo, host
+from vista_rl import PluginInfo, host
 from vista_rl_sdk import check_env, check_estimator, check_judge, check_tool
 
 LoadExample = Callable[[str], tuple[str, PluginInfo]]
@@ -109,6 +109,6 @@ def test_hook_register_engines(doc_example: LoadExample) -> None:
 def test_hook_register_commands(doc_example: LoadExample) -> None:
     _, info = doc_example("register_commands")
     group = click.Group("vista")
-    host().call_each("register_commands", lambda _info: {"cli": group}, only_plugin=info.name)
+    host().call_each("register_commands", lambda _info: {"cli": group}, only_plugin=info.key)
     result = CliRunner().invoke(group, ["doc-hello", "Ada"])
     assert result.exit_code == 0 and result.output == "Hello, Ada!\n"

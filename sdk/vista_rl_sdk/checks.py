@@ -18,11 +18,11 @@ from typing import Any
 from PIL import Image
 
 import vista_rl
-from vista_rl.env import Env, StepResult
-from vista_rl.judge import Judge
-from vista_rl.observation import Observation, count_placeholders, observation_fingerprint
-from vista_rl.registry import is_import_path, resolve_import_path
-from vista_rl.tool import Tool, ToolContext, ToolResult
+from vista_rl import Env, StepResult
+from vista_rl import Judge
+from vista_rl import Observation, count_placeholders, observation_fingerprint
+from vista_rl import is_import_path, resolve_import_path
+from vista_rl import Tool, ToolContext, ToolResult
 
 #: Hostile model outputs by name, for plugin tests that assert what an env answers to each one
 #: (``pytest.mark.parametrize("action", ADVERSARIAL_ACTIONS.values(), ids=ADVERSARIAL_ACTIONS.keys())``).
@@ -342,7 +342,7 @@ def random_advantage_batch(batch: int = 6, tokens: int = 24, turns: int = 3, gro
     """A random but well-formed padded batch: responses with observation gaps, turn ends, groups."""
     import torch
 
-    from vista_rl.estimator import AdvantageBatch
+    from vista_rl import AdvantageBatch
 
     gen = torch.Generator().manual_seed(seed)
     response_mask = torch.zeros(batch, tokens)

@@ -8,7 +8,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from vista_rl.plugins import KINDS, host
+from vista_rl._plugins import KINDS, host
 
 
 def plugins_command() -> click.Command:

@@ -44,7 +44,7 @@ from vista_rl.engine.rollout import Episode, RolloutStats, run_rollout
 from vista_rl.engine.sft_data import load_jsonl
 from vista_rl.env import Env
 from vista_rl.errors import ConfigError, VistaError
-from vista_rl.plugins import core_version, host
+from vista_rl._plugins import core_version, host
 
 RESULTS_FILE = "results.json"
 #: Called after every optimizer step with (stage, step); tests use it to interrupt a run.

@@ -13,8 +13,8 @@ from typing import Any, Literal
 import msgpack
 from PIL import Image
 
-from vista_rl.env import StepResult
-from vista_rl.observation import Observation
+from vista_rl import StepResult
+from vista_rl import Observation
 
 ImageEncoding = Literal["raw", "png"]
 IMAGE_ENCODINGS: tuple[str, ...] = ("raw", "png")

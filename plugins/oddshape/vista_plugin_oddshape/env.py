@@ -13,7 +13,7 @@ from PIL import Image, ImageDraw
 from pydantic import BaseModel, ConfigDict, Field
 
 from vista_rl import Env, Observation, StepResult
-from vista_rl.parsing import ResponseFormat, parse_response
+from vista_rl import ResponseFormat, parse_response
 
 PALETTE: dict[str, tuple[int, int, int]] = {
     "red": (220, 40, 40),

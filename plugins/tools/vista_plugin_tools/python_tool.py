@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from vista_plugin_tools.base import ImageTool, as_rgb
 from vista_plugin_tools.sandbox import SandboxLimits, run_python
-from vista_rl.tool import ToolContext, ToolResult
+from vista_rl import ToolContext, ToolResult
 
 
 def _clip(text: str, limit: int) -> str:

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from vista_plugin_verl.agent_loop_name import AGENT_NAME
 from vista_rl.config import RunConfig
-from vista_rl.errors import ConfigError
+from vista_rl import ConfigError
 
 
 class _Section(BaseModel):
