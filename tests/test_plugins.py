@@ -8,8 +8,8 @@ import sys
 
 import pytest
 
-from tests.conftest import run_vista, write_distribution
 import vista_rl
+from tests.conftest import run_vista, write_distribution
 from vista_rl._plugins import CORE_DISTRIBUTION, FIRST_PARTY_DISTRIBUTIONS, PluginHost, PluginInfo
 from vista_rl.errors import DuplicateItemError, PluginLoadError, UnknownItemError
 
@@ -473,8 +473,9 @@ def test_a_user_can_pin_the_newcomer_on_purpose(install_plugin, fresh_host, monk
 
 def test_first_party_list_matches_the_repository():
     """A first-party plugin missing from the list would lose its ids to any squatter's tie."""
-    import tomllib
     from pathlib import Path
+
+    import tomllib
 
     root = Path(__file__).resolve().parents[1]
     names = {tomllib.loads(path.read_text())["project"]["name"] for path in root.glob("plugins/*/pyproject.toml")}

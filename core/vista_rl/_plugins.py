@@ -34,7 +34,6 @@ import importlib
 import os
 import sys
 import threading
-import tomllib
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -43,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import pluggy
+import tomllib
 
 from vista_rl import hookspecs
 from vista_rl._registry import ItemSpec, Registry, Resolution, resolve_import_path

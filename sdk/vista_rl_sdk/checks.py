@@ -18,11 +18,19 @@ from typing import Any
 from PIL import Image
 
 import vista_rl
-from vista_rl import Env, StepResult
-from vista_rl import Judge
-from vista_rl import Observation, count_placeholders, observation_fingerprint
-from vista_rl import is_import_path, resolve_import_path
-from vista_rl import Tool, ToolContext, ToolResult
+from vista_rl import (
+    Env,
+    Judge,
+    Observation,
+    StepResult,
+    Tool,
+    ToolContext,
+    ToolResult,
+    count_placeholders,
+    is_import_path,
+    observation_fingerprint,
+    resolve_import_path,
+)
 
 #: Hostile model outputs by name, for plugin tests that assert what an env answers to each one
 #: (``pytest.mark.parametrize("action", ADVERSARIAL_ACTIONS.values(), ids=ADVERSARIAL_ACTIONS.keys())``).

@@ -8,8 +8,8 @@ import traceback
 
 import click
 
-from vista_rl.errors import PluginLoadError, VistaError
 from vista_rl._plugins import core_version, host
+from vista_rl.errors import PluginLoadError, VistaError
 
 
 def _print_versions(ctx: click.Context, _param: click.Parameter, value: bool) -> None:

@@ -9,10 +9,10 @@ from typing import Any
 
 import torch
 
+from vista_rl._stats import Estimate, mean, proportion
 from vista_rl.engine.policy import Policy
 from vista_rl.engine.rollout import RolloutStats, run_rollout
 from vista_rl.env import Env
-from vista_rl._stats import Estimate, mean, proportion
 
 
 @dataclass

@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 import vista_rl
+from vista_rl._plugins import core_version, host
 from vista_rl.config import RunConfig
 from vista_rl.engine.advantages import build_advantage_batch, compute_advantages, make_estimator
 from vista_rl.engine.chat_tokens import EpisodeTokens
@@ -44,7 +45,6 @@ from vista_rl.engine.rollout import Episode, RolloutStats, run_rollout
 from vista_rl.engine.sft_data import load_jsonl
 from vista_rl.env import Env
 from vista_rl.errors import ConfigError, VistaError
-from vista_rl._plugins import core_version, host
 
 RESULTS_FILE = "results.json"
 #: Called after every optimizer step with (stage, step); tests use it to interrupt a run.

@@ -19,8 +19,7 @@ from PIL import Image
 from vista_plugin_openai.backend import OpenAIBackend, chat_to_openai_messages
 
 import vista_rl
-from vista_rl import SamplingParams
-from vista_rl import Message
+from vista_rl import Message, SamplingParams
 
 fastapi = pytest.importorskip("fastapi")
 server_module = pytest.importorskip("vista_plugin_transformers.server")

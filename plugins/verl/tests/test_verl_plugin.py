@@ -34,10 +34,14 @@ from vista_plugin_verl.estimators import VERL_NAMES, turn_rewards_tensor  # noqa
 from vista_plugin_verl.reward import compute_score  # noqa: E402
 
 import vista_rl  # noqa: E402
-from vista_rl import Env, Observation, StepResult  # noqa: E402
+from vista_rl import (  # noqa: E402
+    AdvantageBatch,  # noqa: E402
+    ConfigError,  # noqa: E402
+    Env,
+    Observation,
+    StepResult,
+)
 from vista_rl.config import RunConfig  # noqa: E402
-from vista_rl import ConfigError  # noqa: E402
-from vista_rl import AdvantageBatch  # noqa: E402
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 TEST_ENV = "verltest/palette-steps-v0"

@@ -15,8 +15,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from vista_plugin_verl.agent_loop_name import AGENT_NAME
-from vista_rl.config import RunConfig
 from vista_rl import ConfigError
+from vista_rl.config import RunConfig
 
 
 class _Section(BaseModel):

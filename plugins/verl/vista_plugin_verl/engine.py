@@ -17,8 +17,8 @@ import yaml
 
 from vista_plugin_verl.config import VerlEngineConfig, compose_overrides, compose_verl_config, engine_config
 from vista_plugin_verl.dataset import write_env_datasets
-from vista_rl.config import RunConfig
 from vista_rl import ConfigError
+from vista_rl.config import RunConfig
 
 
 class VerlEngine:
