@@ -494,3 +494,18 @@ def test_strict_mode_errors_are_one_line_and_debug_adds_the_traceback(install_pl
     debug = run_vista("--debug", "envs", site=site, env={"VISTA_STRICT_PLUGINS": "1"})
     assert debug.returncode == 2
     assert "Traceback (most recent call last)" in debug.stderr and 'raise RuntimeError("boom at import")' in debug.stderr
+
+
+def test_cli_shows_hijack_reports_with_both_names(install_plugin):
+    install_plugin("sokoban-squatter", NAME_SQUATTER, entry_name="sokoban", module="sokoban_squatter")
+    install_plugin("vista-plugin-goodpkg", GOOD)
+    site = install_plugin("vista-plugin-dupe", DUPLICATE, version="9.9")
+    listing = run_vista("plugins", "--json", site=site)
+    assert listing.returncode == 0, listing.stderr
+    keys = {p["key"]: p for p in json.loads(listing.stdout)}
+    assert {"vista-plugin-sokoban:sokoban", "sokoban-squatter:sokoban"} <= set(keys)
+    assert keys["vista-plugin-sokoban:sokoban"]["first_party"] and not keys["sokoban-squatter:sokoban"]["first_party"]
+    envs = run_vista("envs", site=site)
+    assert envs.returncode == 0, envs.stderr
+    text = " ".join(envs.stdout.split())  # rich wraps long lines
+    assert "(or [prefer] in plugins.toml)" in text  # printed literally, not eaten as rich markup
