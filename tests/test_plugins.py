@@ -11,7 +11,7 @@ import pytest
 import vista_rl
 from tests.conftest import run_vista, write_distribution
 from vista_rl._plugins import CORE_DISTRIBUTION, FIRST_PARTY_DISTRIBUTIONS, PluginHost, PluginInfo
-from vista_rl.errors import DuplicateItemError, PluginLoadError, UnknownItemError
+from vista_rl.errors import ConfigError, DuplicateItemError, PluginLoadError, UnknownItemError
 
 GOOD = """
 import vista_rl
@@ -122,7 +122,9 @@ def test_prefer_pins_the_provider_of_a_duplicate_id(install_plugin, fresh_host, 
     assert fresh_host.spec("envs", "goodpkg/echo-v0").distribution == winner
     loser = next(info for info in fresh_host.plugins() if info.distribution not in (winner, "vista-rl")
                  and info.distribution in ("vista-plugin-goodpkg", "vista-plugin-dupe"))
-    assert any("pinned" in e and f"VISTA_PREFER=goodpkg/echo-v0={loser.distribution}" in e for e in loser.errors)
+    # the user chose: a warning for the other provider, not an error (strict mode stays quiet)
+    assert any("pinned" in w and f"VISTA_PREFER=goodpkg/echo-v0={loser.distribution}" in w for w in loser.warnings)
+    assert not loser.errors
 
 
 def test_prefer_from_the_plugins_config_file(install_plugin, fresh_host, monkeypatch, tmp_path):
@@ -139,7 +141,7 @@ def test_prefer_from_the_plugins_config_file(install_plugin, fresh_host, monkeyp
 
 def test_malformed_prefer_is_a_clear_error(fresh_host, monkeypatch):
     monkeypatch.setenv("VISTA_PREFER", "sokoban")
-    with pytest.raises(PluginLoadError, match="not ID=DISTRIBUTION"):
+    with pytest.raises(ConfigError, match="not ID=DISTRIBUTION"):
         fresh_host.load()
 
 
@@ -467,6 +469,7 @@ def test_a_duplicate_id_never_wins_by_load_order(install_plugin, fresh_host, ent
 def test_a_user_can_pin_the_newcomer_on_purpose(install_plugin, fresh_host, monkeypatch):
     install_plugin("dupenv", ID_THIEF, entry_name="aaa-dupenv", module="dupenv_module")
     monkeypatch.setenv("VISTA_PREFER", "sokoban=dupenv")
+    monkeypatch.setenv("VISTA_STRICT_PLUGINS", "1")  # a deliberate pin is no plugin error
     assert fresh_host.spec("envs", "sokoban/sokoban-v0").distribution == "dupenv"
     assert fresh_host.spec("envs", "sokoban/sokoban-easy-v0").distribution == "vista-plugin-sokoban"
 
@@ -509,3 +512,11 @@ def test_cli_shows_hijack_reports_with_both_names(install_plugin):
     assert envs.returncode == 0, envs.stderr
     text = " ".join(envs.stdout.split())  # rich wraps long lines
     assert "(or [prefer] in plugins.toml)" in text  # printed literally, not eaten as rich markup
+
+
+def test_strict_mode_makes_a_hijack_attempt_an_error(install_plugin, fresh_host, monkeypatch):
+    install_plugin("dupenv", ID_THIEF, entry_name="aaa-dupenv", module="dupenv_module")
+    monkeypatch.setenv("VISTA_STRICT_PLUGINS", "1")
+    with pytest.raises(PluginLoadError, match=r"^dupenv 1\.2\.3 \(plugin 'aaa-dupenv'\) duplicate id: envs id "
+                                              r"'sokoban/sokoban-v0' is also registered by vista-plugin-sokoban"):
+        fresh_host.registry("envs")

@@ -46,7 +46,7 @@ import tomllib
 
 from vista_rl import hookspecs
 from vista_rl._registry import ItemSpec, Registry, Resolution, resolve_import_path
-from vista_rl.errors import DuplicateItemError, PluginLoadError
+from vista_rl.errors import ConfigError, DuplicateItemError, PluginLoadError
 
 ENTRY_POINT_GROUP = "vista_rl"
 #: The group plugins used before the rename to ``vista-rl``; still read (with a deprecation warning)
@@ -187,9 +187,9 @@ def read_preferences(environ: Mapping[str, str] | None = None, config: Path | No
         try:
             table = tomllib.loads(path.read_text(encoding="utf-8")).get("prefer", {})
         except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise PluginLoadError(f"{path}: cannot read plugin preferences: {exc}") from None
+            raise ConfigError(f"{path}: cannot read plugin preferences: {exc}") from None
         if not isinstance(table, dict) or not all(isinstance(v, str) for v in table.values()):
-            raise PluginLoadError(f'{path}: [prefer] must map ids to distribution names, e.g. "sokoban" = '
+            raise ConfigError(f'{path}: [prefer] must map ids to distribution names, e.g. "sokoban" = '
                                   '"vista-plugin-sokoban"')
         pins.update({str(key): canonical_name(value) for key, value in table.items()})
     for entry in (environ.get("VISTA_PREFER") or "").split(","):
@@ -197,7 +197,7 @@ def read_preferences(environ: Mapping[str, str] | None = None, config: Path | No
             continue
         key, sep, dist = entry.partition("=")
         if not sep or not key.strip() or not dist.strip():
-            raise PluginLoadError(f"VISTA_PREFER entry {entry.strip()!r} is not ID=DISTRIBUTION "
+            raise ConfigError(f"VISTA_PREFER entry {entry.strip()!r} is not ID=DISTRIBUTION "
                                   "(e.g. VISTA_PREFER=sokoban=vista-plugin-sokoban)")
         pins[key.strip()] = canonical_name(dist.strip())
     return pins
@@ -470,8 +470,8 @@ class PluginHost:
             try:
                 self.pm.subset_hook_caller(hook_name, remove_plugins=others)(**make_kwargs(info))
             except BaseException as exc:  # noqa: BLE001
-                if isinstance(exc, KeyboardInterrupt):
-                    raise
+                if isinstance(exc, KeyboardInterrupt) or (isinstance(exc, PluginLoadError) and self.strict):
+                    raise  # strict mode's report of a plugin error (maybe another plugin's): already worded
                 self._fail(info, f"raised in {hook_name}", exc)
 
     def _collect_from(self, registry: Registry, only_plugin: str | None = None) -> None:
@@ -516,29 +516,34 @@ class PluginHost:
         return ours[0] if len(ours) == 1 else None
 
     def _report_duplicate(self, registry: Registry, resolution: Resolution) -> None:
-        """Tell every plugin that does not serve a contested id why, with advice about *that* plugin."""
+        """Tell every plugin that does not serve a contested id why, with advice about *that* plugin.
+
+        Losing to a first-party provider, or an ambiguous id, is an error of the plugin (strict mode
+        raises it); losing to a provider the user pinned is only a warning: the user chose."""
         winner = resolution.winner
         item_id = resolution.item_id
+        marker = f"duplicate id: {registry.kind} id {item_id!r}"
         for spec in resolution.candidates:
             if spec is winner:
                 continue
             info = self._plugins.get(f"{spec.distribution}:{spec.plugin}")
-            if info is None:
-                continue
-            marker = f"{registry.kind} id {item_id!r}"
-            if any(error.startswith(f"duplicate id: {marker}") for error in info.errors):
-                continue  # already told (a third provider of the same id)
+            if info is None or any(text.startswith(marker) for text in [*info.errors, *info.warnings]):
+                continue  # unknown, or already told (a third provider of the same id)
             if winner is None:
-                detail = f"duplicate id: {registry.ambiguity_message(item_id)}"
+                self._fail(info, "duplicate id", detail=f"duplicate id: {registry.ambiguity_message(item_id)}")
+                continue
+            pin = self._pin_for(item_id)
+            pinned = pin is not None and canonical_name(winner.distribution) == pin[1]
+            why = f"pinned by VISTA_PREFER/plugins.toml: {pin[0]}={pin[1]}" if pin is not None and pinned \
+                else "first-party"
+            detail = (f"{marker} is also registered by {winner.distribution} {winner.version} "
+                      f"(plugin {winner.plugin!r}), which serves it ({why}); {spec.distribution}'s is ignored. "
+                      f"To use {spec.distribution}'s instead set VISTA_PREFER={item_id}={spec.distribution}; "
+                      f"to remove it set VISTA_DISABLE_PLUGINS={spec.distribution}:{spec.plugin}.")
+            if pinned:
+                self._warn(info, detail)
             else:
-                pin = self._pin_for(item_id)
-                why = (f"pinned by VISTA_PREFER/plugins.toml: {pin[0]}={pin[1]}"
-                       if pin is not None and canonical_name(winner.distribution) == pin[1] else "first-party")
-                detail = (f"duplicate id: {marker} is also registered by {winner.distribution} {winner.version} "
-                          f"(plugin {winner.plugin!r}), which serves it ({why}); {spec.distribution}'s is ignored. "
-                          f"To use {spec.distribution}'s instead set VISTA_PREFER={item_id}={spec.distribution}; "
-                          f"to remove it set VISTA_DISABLE_PLUGINS={spec.distribution}:{spec.plugin}.")
-            self._fail(info, "duplicate id", detail=detail)
+                self._fail(info, "duplicate id", detail=detail)
 
     # ----------------------------------------------------------------- queries
     def plugins(self) -> list[PluginInfo]:
