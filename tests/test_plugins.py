@@ -520,3 +520,18 @@ def test_strict_mode_makes_a_hijack_attempt_an_error(install_plugin, fresh_host,
     with pytest.raises(PluginLoadError, match=r"^dupenv 1\.2\.3 \(plugin 'aaa-dupenv'\) duplicate id: envs id "
                                               r"'sokoban/sokoban-v0' is also registered by vista-plugin-sokoban"):
         fresh_host.registry("envs")
+
+
+def test_an_unhashable_plugin_object_works_and_spoils_nothing(fresh_host: PluginHost):
+    """pluggy accepts any object as a plugin, but its subset caller keeps plugins in a set."""
+    from types import SimpleNamespace
+
+    fresh_host.load()
+    plugin = SimpleNamespace(register_judges=vista_rl.hookimpl(
+        lambda register: register("ns/judge", "vista_rl.judges:ExactMatchJudge")))
+    fresh_host.register_object(plugin, PluginInfo("ns", "d-ns", "0", "m"))
+    judges = fresh_host.registry("judges")
+    assert "ns/judge" in judges and "exact" in judges
+    assert [info.errors for info in fresh_host.plugins() if info.errors] == []
+    fresh_host.unregister("ns")
+    assert "ns/judge" not in fresh_host.registry("judges")

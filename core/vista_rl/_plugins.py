@@ -267,6 +267,21 @@ class _Registrar:
         return f"<register {self._registry.kind} for {self._info.key}>"
 
 
+class _HashableProxy:
+    """Stands in for an unhashable plugin object (a ``SimpleNamespace``, a dataclass instance):
+    ``pm.subset_hook_caller`` keeps plugins in a set, pluggy's registration does not require it.
+    The hook functions are copied onto the proxy, since pluggy finds them with
+    ``inspect.getattr_static``."""
+
+    def __init__(self, plugin: object, hook_names: list[str]) -> None:
+        self.plugin = plugin
+        for name in hook_names:
+            setattr(self, name, getattr(plugin, name))
+
+    def __repr__(self) -> str:
+        return repr(self.plugin)
+
+
 class PluginHost:
     """Owns the pluggy manager, the per-plugin records and the registries."""
 
@@ -402,6 +417,10 @@ class PluginHost:
         """Register an already-imported plugin object (a module or any object with hookimpls)."""
         with self._lock:
             self._plugins[info.key] = info
+            try:
+                hash(plugin)
+            except TypeError:
+                plugin = _HashableProxy(plugin, [name for name in dir(plugin) if name.startswith("register_")])
             try:
                 self.pm.register(plugin, name=info.key)
             except BaseException as exc:  # noqa: BLE001
