@@ -180,6 +180,8 @@ def read_preferences(environ: Mapping[str, str] | None = None, config: Path | No
     From the ``[prefer]`` table of ``plugins.toml`` (``"sokoban" = "vista-plugin-sokoban"``), then
     ``VISTA_PREFER=ID=DIST,...`` on top.  A malformed entry is an error: a pin that silently does
     nothing would leave the user believing they chose."""
+    import tomllib  # only for the load, not for ``import vista_rl``
+
     environ = os.environ if environ is None else environ
     path = plugins_config_path() if config is None else config
     pins: dict[str, str] = {}
