@@ -42,7 +42,6 @@ from pathlib import Path
 from typing import Any
 
 import pluggy
-import tomllib
 
 from vista_rl import hookspecs
 from vista_rl._registry import ItemSpec, Registry, Resolution, resolve_import_path
