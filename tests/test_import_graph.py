@@ -1,4 +1,9 @@
-"""The core package's modules must import each other without cycles.
+"""The core package's modules must import each other without cycles, and the code outside the core
+(plugins, contrib, SDK, templates, docs) may use only its public API.
+
+Both are checked statically with :mod:`ast`, so no package code runs and every module is seen.
+The public-API line is described in CONTRIBUTING.md ("Public API") and enforced at the end of this
+file; the rest of this docstring is about cycles.
 
 Why: a cycle works only while the import order happens to be right (someone moves a line and a
 name is suddenly missing at import time), and it makes modules impossible to read or reuse alone.

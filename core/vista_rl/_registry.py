@@ -109,7 +109,7 @@ def split_version(item_id: str) -> tuple[str, int | None]:
 Chooser = Callable[[str, list[ItemSpec]], "ItemSpec | None"]
 
 
-def _first_registered(_item_id: str, candidates: list[ItemSpec]) -> ItemSpec | None:
+def _no_preference(_item_id: str, candidates: list[ItemSpec]) -> ItemSpec | None:
     return candidates[0] if len(candidates) == 1 else None
 
 
@@ -130,7 +130,7 @@ class Registry:
     which plugin loaded first cannot decide who serves an id.
     """
 
-    def __init__(self, kind: str, *, instantiate: bool = True, choose: Chooser = _first_registered) -> None:
+    def __init__(self, kind: str, *, instantiate: bool = True, choose: Chooser = _no_preference) -> None:
         self.kind = kind
         self.instantiate = instantiate
         self._choose = choose
