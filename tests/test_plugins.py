@@ -10,7 +10,8 @@ import pytest
 
 import vista_rl
 from tests.conftest import run_vista, write_distribution
-from vista_rl._plugins import CORE_DISTRIBUTION, FIRST_PARTY_DISTRIBUTIONS, PluginHost, PluginInfo
+from vista_rl._plugins import PluginHost, PluginInfo
+from vista_rl._providers import CORE_DISTRIBUTION, FIRST_PARTY_DISTRIBUTIONS
 from vista_rl.errors import ConfigError, DuplicateItemError, PluginLoadError, UnknownItemError
 
 GOOD = """

@@ -12,7 +12,7 @@ A plugin's identity is (distribution, entry-point name), as pip and pytest ident
 distributions that declare the same entry-point name are both loaded and the clash is reported with
 both names; neither silently replaces the other.  An item id registered by several plugins resolves
 to a pinned provider (``VISTA_PREFER`` / ``[prefer]`` in ``plugins.toml``), else to the one
-first-party provider (:data:`FIRST_PARTY_DISTRIBUTIONS`); otherwise it is ambiguous and refuses to
+first-party provider (:mod:`vista_rl._providers`); otherwise it is ambiguous and refuses to
 be made until the user chooses.  Load order never decides.
 
 Environment switches (read at load time):
@@ -35,48 +35,27 @@ import os
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import metadata
-from pathlib import Path
 from typing import Any
 
 import pluggy
 
 from vista_rl import hookspecs
+from vista_rl._providers import (
+    CORE_DISTRIBUTION,
+    FIRST_PARTY_DISTRIBUTIONS,
+    ProviderPolicy,
+    canonical_name,
+)
 from vista_rl._registry import ItemSpec, Registry, Resolution, resolve_import_path
-from vista_rl.errors import ConfigError, DuplicateItemError, PluginLoadError
+from vista_rl.errors import DuplicateItemError, PluginLoadError
 
 ENTRY_POINT_GROUP = "vista_rl"
 #: The group plugins used before the rename to ``vista-rl``; still read (with a deprecation warning)
 #: for one release so that already-published plugins keep loading.
 LEGACY_ENTRY_POINT_GROUP = "vista"
-#: The core's distribution name on the package index.
-CORE_DISTRIBUTION = "vista-rl"
-#: Distributions this project publishes (canonical names).  When one of them and another
-#: distribution register the same id, ours serves it unless the user pins the other; a package
-#: merely *named* ``vista-plugin-*`` is not trusted for that.  ``tests/test_plugins.py`` checks this
-#: list against ``plugins/*/pyproject.toml``.
-FIRST_PARTY_DISTRIBUTIONS: frozenset[str] = frozenset({
-    CORE_DISTRIBUTION,
-    "vista-plugin-chartqa",
-    "vista-plugin-datasets",
-    "vista-plugin-envserver",
-    "vista-plugin-frozenlake",
-    "vista-plugin-gymnasium",
-    "vista-plugin-judges",
-    "vista-plugin-oddshape",
-    "vista-plugin-openai",
-    "vista-plugin-ray",
-    "vista-plugin-sokoban",
-    "vista-plugin-tools",
-    "vista-plugin-transformers",
-    "vista-plugin-verl",
-    "vista-plugin-visual-search",
-    "vista-plugin-vllm",
-    "vista-plugin-vqa",
-})
-
 #: Core features are plugins too: they register through the same hooks (datasette's DEFAULT_PLUGINS).
 DEFAULT_PLUGINS: tuple[str, ...] = (
     "vista_rl.builtin.judges",
@@ -96,13 +75,6 @@ KINDS: dict[str, tuple[str, bool]] = {
     "models": ("register_models", True),
     "engines": ("register_engines", True),
 }
-
-
-def canonical_name(name: str) -> str:
-    """A distribution name as the package index compares them (PEP 503)."""
-    from packaging.utils import canonicalize_name
-
-    return str(canonicalize_name(name))
 
 
 @dataclass
@@ -165,43 +137,6 @@ def _env_list(name: str) -> list[str] | None:
 
 def _flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in {"1", "true", "yes", "on"}
-
-
-def plugins_config_path() -> Path:
-    """``$VISTA_CONFIG_DIR/plugins.toml``, default ``~/.config/vista/plugins.toml``."""
-    base = os.environ.get("VISTA_CONFIG_DIR") or os.path.join(os.path.expanduser("~"), ".config", "vista")
-    return Path(base) / "plugins.toml"
-
-
-def read_preferences(environ: Mapping[str, str] | None = None, config: Path | None = None) -> dict[str, str]:
-    """Pinned providers: id or namespace -> canonical distribution name.
-
-    From the ``[prefer]`` table of ``plugins.toml`` (``"sokoban" = "vista-plugin-sokoban"``), then
-    ``VISTA_PREFER=ID=DIST,...`` on top.  A malformed entry is an error: a pin that silently does
-    nothing would leave the user believing they chose."""
-    import tomllib  # only for the load, not for ``import vista_rl``
-
-    environ = os.environ if environ is None else environ
-    path = plugins_config_path() if config is None else config
-    pins: dict[str, str] = {}
-    if path.is_file():
-        try:
-            table = tomllib.loads(path.read_text(encoding="utf-8")).get("prefer", {})
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"{path}: cannot read plugin preferences: {exc}") from None
-        if not isinstance(table, dict) or not all(isinstance(v, str) for v in table.values()):
-            raise ConfigError(f'{path}: [prefer] must map ids to distribution names, e.g. "sokoban" = '
-                                  '"vista-plugin-sokoban"')
-        pins.update({str(key): canonical_name(value) for key, value in table.items()})
-    for entry in (environ.get("VISTA_PREFER") or "").split(","):
-        if not entry.strip():
-            continue
-        key, sep, dist = entry.partition("=")
-        if not sep or not key.strip() or not dist.strip():
-            raise ConfigError(f"VISTA_PREFER entry {entry.strip()!r} is not ID=DISTRIBUTION "
-                                  "(e.g. VISTA_PREFER=sokoban=vista-plugin-sokoban)")
-        pins[key.strip()] = canonical_name(dist.strip())
-    return pins
 
 
 def core_version() -> str:
@@ -295,7 +230,7 @@ class PluginHost:
         self._loaded = False
         self._plugins: dict[str, PluginInfo] = {}
         self._registries: dict[str, Registry] = {}
-        self._preferences: dict[str, str] = {}
+        self._providers = ProviderPolicy()
         self._undo_tracing: Callable[[], None] | None = None
         # pluggy's tag tracer: silent until a writer is set (VISTA_TRACE_PLUGINS)
         self._trace = self.pm.trace.root.get("vista")
@@ -334,7 +269,7 @@ class PluginHost:
             if self._loaded:
                 return
             self._set_tracing()
-            self._preferences = read_preferences()
+            self._providers = ProviderPolicy.from_settings()
             only = _env_list("VISTA_LOAD_PLUGINS")
             blocked = _env_list("VISTA_DISABLE_PLUGINS") or []
             candidates: list[tuple[PluginInfo, str, Any]] = []
@@ -458,7 +393,7 @@ class PluginHost:
         with self._lock:
             registry = self._registries.get(kind)
             if registry is None:
-                registry = Registry(kind, instantiate=KINDS[kind][1], choose=self._choose)
+                registry = Registry(kind, instantiate=KINDS[kind][1], choose=self._providers.choose)
                 self._collect_from(registry)
                 self._registries[kind] = registry
             return registry
@@ -518,23 +453,6 @@ class PluginHost:
             self._report_duplicate(registry, resolution)
 
     # ------------------------------------------------------------ duplicate ids
-    def _pin_for(self, item_id: str) -> tuple[str, str] | None:
-        """(key, distribution) of the pin that covers ``item_id``: the id itself, else its namespace."""
-        for key in (item_id, item_id.split("/", 1)[0]):
-            if key in self._preferences:
-                return key, self._preferences[key]
-        return None
-
-    def _choose(self, item_id: str, candidates: list[ItemSpec]) -> ItemSpec | None:
-        """The provider of an id several plugins registered: pinned, else the one first-party one."""
-        pin = self._pin_for(item_id)
-        if pin is not None:
-            pinned = [spec for spec in candidates if canonical_name(spec.distribution) == pin[1]]
-            if len(pinned) == 1:
-                return pinned[0]
-        ours = [spec for spec in candidates if canonical_name(spec.distribution) in FIRST_PARTY_DISTRIBUTIONS]
-        return ours[0] if len(ours) == 1 else None
-
     def _report_duplicate(self, registry: Registry, resolution: Resolution) -> None:
         """Tell every plugin that does not serve a contested id why, with advice about *that* plugin.
 
@@ -552,10 +470,8 @@ class PluginHost:
             if winner is None:
                 self._fail(info, "duplicate id", detail=f"duplicate id: {registry.ambiguity_message(item_id)}")
                 continue
-            pin = self._pin_for(item_id)
-            pinned = pin is not None and canonical_name(winner.distribution) == pin[1]
-            why = f"pinned by VISTA_PREFER/plugins.toml: {pin[0]}={pin[1]}" if pin is not None and pinned \
-                else "first-party"
+            pinned = self._providers.pinned(item_id, winner)
+            why = f"pinned by VISTA_PREFER/plugins.toml: {pinned}" if pinned else "first-party"
             detail = (f"{marker} is also registered by {winner.distribution} {winner.version} "
                       f"(plugin {winner.plugin!r}), which serves it ({why}); {spec.distribution}'s is ignored. "
                       f"To use {spec.distribution}'s instead set VISTA_PREFER={item_id}={spec.distribution}; "
