@@ -29,8 +29,8 @@ from typing import Any
 
 import vista_rl
 from vista_rl import Env, Observation, StepResult
+from vista_rl._plugins import PluginInfo
 from vista_rl.config import RolloutSection, SamplingSection
-from vista_rl.plugins import PluginInfo
 from vista_rl.rollout import RolloutEngine, RolloutMetrics, episode_specs
 from vista_rl.store import RunWriter
 

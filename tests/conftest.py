@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from vista_rl.plugins import PluginHost
+from vista_rl._plugins import PluginHost
 
 InstallPlugin = Callable[..., Path]
 

@@ -20,7 +20,7 @@ from PIL import Image
 
 import vista_rl
 from tests.docblocks import DOCS, materialize
-from vista_rl.plugins import PluginInfo, host
+from vista_rl import PluginInfo, host
 from vista_rl_sdk import check_env, check_estimator, check_judge, check_tool
 
 LoadExample = Callable[[str], tuple[str, PluginInfo]]
@@ -141,6 +141,43 @@ def test_hook_register_engines(doc_example: LoadExample, tmp_path: Path,
 def test_hook_register_commands(doc_example: LoadExample) -> None:
     _, info = doc_example("register_commands")
     group = click.Group("vista")
-    host().call_each("register_commands", lambda _info: {"cli": group}, only_plugin=info.name)
+    host().call_each("register_commands", lambda _info: {"cli": group}, only_plugin=info.key)
     result = CliRunner().invoke(group, ["doc-hello", "Ada"])
     assert result.exit_code == 0 and result.output == "Hello, Ada!\n"
+
+
+TYPED_PLUGIN = '''
+from vista_rl import Env, Judge, RegisterEnv, RegisterEstimator, RegisterJudge, hookimpl
+
+
+@hookimpl
+def register_envs(register: RegisterEnv) -> None:
+    register("typed/lazy-v0", "typed_plugin.env:Lazy", description="a lazy target is always fine")
+    register("typed/judge-as-env-v0", Judge)
+    register(3, Env)
+
+
+@hookimpl
+def register_judges(register: RegisterJudge) -> None:
+    register("typed/judge", Judge, description="fine")
+
+
+@hookimpl
+def register_advantage_estimators(register: RegisterEstimator) -> None:
+    register("typed/not-an-estimator", len)
+'''
+
+
+@pytest.mark.slow
+def test_register_protocols_let_a_type_checker_catch_wrong_registrations(tmp_path: Path) -> None:
+    """The ``Register*`` protocols carry each kind's contract: mypy flags a judge registered as an env,
+    a non-string id and a function that is no estimator, and accepts the right registrations.
+    (Slow on a cold mypy cache: about a minute, for the core's and torch's types.)"""
+    mypy_api = pytest.importorskip("mypy.api")
+    repo = Path(__file__).resolve().parents[1]
+    module = tmp_path / "typed_plugin.py"
+    module.write_text(TYPED_PLUGIN)
+    stdout, _, status = mypy_api.run([str(module), "--config-file", str(repo / "pyproject.toml"),
+                                      "--cache-dir", str(repo / ".mypy_cache"), "--no-error-summary"])
+    errors = sorted(int(line.split(":")[1]) for line in stdout.splitlines() if ": error:" in line)
+    assert status == 1 and errors == [8, 9, 19], stdout

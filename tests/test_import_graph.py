@@ -1,4 +1,9 @@
-"""The core package's modules must import each other without cycles.
+"""The core package's modules must import each other without cycles, and the code outside the core
+(plugins, contrib, SDK, templates, docs) may use only its public API.
+
+Both are checked statically with :mod:`ast`, so no package code runs and every module is seen.
+The public-API line is described in CONTRIBUTING.md ("Public API") and enforced at the end of this
+file; the rest of this docstring is about cycles.
 
 Why: a cycle works only while the import order happens to be right (someone moves a line and a
 name is suddenly missing at import time), and it makes modules impossible to read or reuse alone.
@@ -21,7 +26,10 @@ Policy (decided here, on purpose):
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
+
+from tests.docblocks import code_blocks
 
 CORE = Path(__file__).resolve().parents[1] / "core" / "vista_rl"
 PACKAGE = "vista_rl"
@@ -172,3 +180,143 @@ def test_find_cycles_reports_a_cycle(tmp_path: Path) -> None:
 def test_core_has_no_import_cycles() -> None:
     cycles = find_cycles(import_graph())
     assert not cycles, "import cycles in core/vista_rl:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+# ----------------------------------------------------------------------------- the public API line
+# What first-party plugins, contrib plugins, the SDK, the cookiecutter templates and the docs' code may
+# import from the core (CONTRIBUTING.md, "Public API"): the names in ``vista_rl.__all__`` and these
+# documented subpackages/modules with their public names.  Every other core module is internal, and
+# a module or name starting with ``_`` is private everywhere.
+REPO = CORE.parents[1]
+PUBLIC_MODULES = frozenset({
+    "vista_rl",
+    "vista_rl.hookspecs",
+    "vista_rl.config",
+    "vista_rl.cli",
+    "vista_rl.rollout",
+    "vista_rl.store",
+    "vista_rl.engine_contract",
+})
+CONSUMERS = ("plugins/*/**/*.py", "contrib/*/**/*.py", "sdk/**/*.py", "templates/**/*.py")
+DOC_PAGES = ("README.md", "CONTRIBUTING.md", "docs/**/*.md", "plugins/*/README.md", "contrib/*/README.md",
+             "sdk/README.md", "templates/**/*.md")
+_JINJA = re.compile(r"{{.*?}}|{%.*?%}")
+
+
+def public_names(module: str, modules: dict[str, Path] | None = None) -> set[str]:
+    """A public module's public names: its ``__all__`` when it has one, else every top-level name
+    without a leading underscore; plus its public submodules."""
+    modules = modules or module_names()
+    tree = ast.parse(modules[module].read_text(encoding="utf-8"))
+    names: set[str] = set()
+    declared: set[str] | None = None
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            declared = {elt.value for elt in ast.walk(node.value)
+                        if isinstance(elt, ast.Constant) and isinstance(elt.value, str)}
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(t.id for t in targets if isinstance(t, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+    result = declared if declared is not None else {name for name in names if not name.startswith("_")}
+    submodules = {name.rpartition(".")[2] for name in PUBLIC_MODULES if name.rpartition(".")[0] == module}
+    return result | submodules | ({"__version__"} if module == PACKAGE else set())
+
+
+def api_violations(source: str, where: str, modules: dict[str, Path] | None = None) -> list[str]:
+    """Each use of the core in ``source`` that crosses the public API line, as ``where: what``."""
+    modules = modules or module_names()
+    tree = ast.parse(source)
+    found: list[str] = []
+    bound: dict[str, str] = {}  # local name -> core module it is bound to by ``import``
+
+    def check_module(module: str, line: int) -> bool:
+        if any(part.startswith("_") for part in module.split(".")):
+            found.append(f"{where}:{line}: imports private module {module}")
+            return False
+        if module not in PUBLIC_MODULES:
+            found.append(f"{where}:{line}: imports internal module {module} (not in the public API)")
+            return False
+        return True
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                core = alias.name == PACKAGE or alias.name.startswith(f"{PACKAGE}.")
+                if core and check_module(alias.name, node.lineno):
+                    # ``import vista_rl.x as y`` binds y to vista_rl.x; ``import vista_rl.x`` binds vista_rl
+                    bound[alias.asname or PACKAGE] = alias.name if alias.asname else PACKAGE
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module is not None and (
+                node.module == PACKAGE or node.module.startswith(f"{PACKAGE}.")):
+            if not check_module(node.module, node.lineno):
+                continue
+            allowed = public_names(node.module, modules)
+            for alias in node.names:
+                if alias.name not in allowed:
+                    found.append(f"{where}:{node.lineno}: imports {alias.name} from {node.module}, "
+                                 "which is not part of its public API")
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound:
+            module = bound[node.value.id]
+            if node.attr not in public_names(module, modules):
+                found.append(f"{where}:{node.lineno}: uses {module}.{node.attr}, which is not part of its public API")
+    return found
+
+
+def _consumer_sources() -> list[tuple[str, str]]:
+    sources = []
+    for pattern in CONSUMERS:
+        for path in sorted(REPO.glob(pattern)):
+            if "/build/" in path.as_posix() or not path.is_file():
+                continue
+            sources.append((str(path.relative_to(REPO)), _JINJA.sub("X", path.read_text(encoding="utf-8"))))
+    for pattern in DOC_PAGES:
+        for page in sorted(REPO.glob(pattern)):
+            for number, block in enumerate(code_blocks(page), 1):
+                try:
+                    ast.parse(block)
+                except SyntaxError:
+                    continue  # a fragment (``...``-elided), not a program
+                sources.append((f"{page.relative_to(REPO)} (python block {number})", block))
+    return sources
+
+
+def test_public_api_checker_finds_violations() -> None:
+    """Guards the check itself: each kind of crossing is caught, and public uses pass."""
+    source = (
+        "import vista_rl\nimport vista_rl._plugins\nfrom vista_rl.plugins_gone import x\n"
+        "from vista_rl._registry import ItemSpec\nfrom vista_rl.observation import Message\n"
+        "from vista_rl import Env, _host\nfrom vista_rl.config import RunConfig\n"
+        "from vista_rl.engine_contract import EnginePlan\nfrom vista_rl.cli import main\n"
+        "vista_rl.make_env('x')\nvista_rl.registry\n"
+    )
+    found = "\n".join(api_violations(source, "m.py"))
+    assert "m.py:2: imports private module vista_rl._plugins" in found
+    assert "m.py:3: imports internal module vista_rl.plugins_gone" in found
+    assert "m.py:4: imports private module vista_rl._registry" in found
+    assert "m.py:5: imports internal module vista_rl.observation" in found
+    assert "m.py:6: imports _host from vista_rl" in found
+    assert "m.py:11: uses vista_rl.registry" in found
+    assert found.count("\n") == 5, found  # exactly these six: the public uses are fine
+
+
+def test_every_public_api_name_exists() -> None:
+    """``__all__`` of the package names only things it defines or imports."""
+    import vista_rl
+
+    assert all(hasattr(vista_rl, name) for name in vista_rl.__all__)
+    for module in PUBLIC_MODULES:
+        assert module in module_names(), f"{module} is listed as public but does not exist"
+
+
+def test_first_party_code_uses_only_the_public_api() -> None:
+    sources = _consumer_sources()
+    assert len(sources) > 100 and any("templates/" in where for where, _ in sources)
+    assert any("python block" in where for where, _ in sources)
+    modules = module_names()
+    violations = [v for where, source in sources for v in api_violations(source, where, modules)]
+    assert not violations, "imports across the public API line (see CONTRIBUTING.md, Public API):\n" + "\n".join(
+        violations)

@@ -8,9 +8,11 @@ import sys
 
 import pytest
 
-from tests.conftest import run_vista
-from vista_rl.errors import PluginLoadError, UnknownItemError
-from vista_rl.plugins import PluginHost
+import vista_rl
+from tests.conftest import run_vista, write_distribution
+from vista_rl._plugins import PluginHost, PluginInfo
+from vista_rl._providers import CORE_DISTRIBUTION, FIRST_PARTY_DISTRIBUTIONS
+from vista_rl.errors import ConfigError, DuplicateItemError, PluginLoadError, UnknownItemError
 
 GOOD = """
 import vista_rl
@@ -93,15 +95,55 @@ def test_strict_mode_reraises_hook_errors(install_plugin, fresh_host: PluginHost
         fresh_host.registry("envs")
 
 
-def test_duplicate_id_names_both_plugins(install_plugin, fresh_host: PluginHost, monkeypatch):
+def test_duplicate_id_between_third_parties_is_ambiguous_whatever_the_load_order(install_plugin, fresh_host):
+    """Neither provider is first-party or pinned: VISTA refuses to guess (load order decides nothing)."""
     install_plugin("vista-plugin-goodpkg", GOOD)
     install_plugin("vista-plugin-dupe", DUPLICATE, version="9.9")
-    fresh_host.registry("envs")
-    errors = [e for info in fresh_host.plugins() for e in info.errors]
-    assert any("vista-plugin-goodpkg" in e and "vista-plugin-dupe" in e for e in errors), errors
-    # entry points load in name order; the first registration wins and stays usable
+    with pytest.raises(DuplicateItemError) as raised:
+        fresh_host.spec("envs", "goodpkg/echo-v0")
+    message = str(raised.value)
+    assert "vista-plugin-goodpkg 1.2.3" in message and "vista-plugin-dupe 9.9" in message
+    assert "VISTA_PREFER=goodpkg/echo-v0=vista-plugin-dupe" in message
+    infos = {info.distribution: info for info in fresh_host.plugins()}
+    for dist in ("vista-plugin-goodpkg", "vista-plugin-dupe"):
+        assert any("goodpkg/echo-v0" in e and "vista-plugin-dupe" in e and "vista-plugin-goodpkg" in e
+                   for e in infos[dist].errors), infos[dist].errors
+    assert fresh_host.spec("envs", "goodpkg/echo-v1").distribution == "vista-plugin-goodpkg"  # the rest works
+    assert "goodpkg/echo-v0" in {spec.id for spec in fresh_host.registry("envs")}  # listed, with both providers
+
+
+@pytest.mark.parametrize(("pin", "winner"), [
+    ("goodpkg/echo-v0=vista-plugin-dupe", "vista-plugin-dupe"),
+    ("goodpkg=vista_plugin_goodpkg", "vista-plugin-goodpkg"),  # a namespace pin; names compare canonically
+])
+def test_prefer_pins_the_provider_of_a_duplicate_id(install_plugin, fresh_host, monkeypatch, pin, winner):
+    install_plugin("vista-plugin-goodpkg", GOOD)
+    install_plugin("vista-plugin-dupe", DUPLICATE, version="9.9")
+    monkeypatch.setenv("VISTA_PREFER", pin)
+    assert fresh_host.spec("envs", "goodpkg/echo-v0").distribution == winner
+    loser = next(info for info in fresh_host.plugins() if info.distribution not in (winner, "vista-rl")
+                 and info.distribution in ("vista-plugin-goodpkg", "vista-plugin-dupe"))
+    # the user chose: a warning for the other provider, not an error (strict mode stays quiet)
+    assert any("pinned" in w and f"VISTA_PREFER=goodpkg/echo-v0={loser.distribution}" in w for w in loser.warnings)
+    assert not loser.errors
+
+
+def test_prefer_from_the_plugins_config_file(install_plugin, fresh_host, monkeypatch, tmp_path):
+    install_plugin("vista-plugin-goodpkg", GOOD)
+    install_plugin("vista-plugin-dupe", DUPLICATE, version="9.9")
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "plugins.toml").write_text('[prefer]\n"goodpkg/echo-v0" = "vista-plugin-dupe"\n')
+    monkeypatch.setenv("VISTA_CONFIG_DIR", str(tmp_path / "cfg"))
     assert fresh_host.spec("envs", "goodpkg/echo-v0").distribution == "vista-plugin-dupe"
-    assert fresh_host.spec("envs", "goodpkg/echo-v1").distribution == "vista-plugin-goodpkg"
+    monkeypatch.setenv("VISTA_PREFER", "goodpkg/echo-v0=vista-plugin-goodpkg")  # the variable overrides the file
+    other = PluginHost()
+    assert other.spec("envs", "goodpkg/echo-v0").distribution == "vista-plugin-goodpkg"
+
+
+def test_malformed_prefer_is_a_clear_error(fresh_host, monkeypatch):
+    monkeypatch.setenv("VISTA_PREFER", "sokoban")
+    with pytest.raises(ConfigError, match="not ID=DISTRIBUTION"):
+        fresh_host.load()
 
 
 def test_unknown_id_suggests_close_matches_and_lists_plugins(install_plugin, fresh_host: PluginHost):
@@ -126,12 +168,22 @@ def test_load_only_and_disable_switches(install_plugin, fresh_host: PluginHost, 
     assert "vista_plugin_goodpkg" in names and "vista_plugin_raiser" not in names and "oddshape" not in names
 
 
-def test_trace_prints_hook_calls(install_plugin, fresh_host: PluginHost, monkeypatch, capsys):
+def test_trace_uses_pluggy_tracing(install_plugin, fresh_host: PluginHost, monkeypatch, capsys):
     install_plugin("vista-plugin-goodpkg", GOOD)
     monkeypatch.setenv("VISTA_TRACE_PLUGINS", "1")
     fresh_host.registry("envs")
     err = capsys.readouterr().err
-    assert "register_envs -> vista_plugin_goodpkg" in err and "goodpkg/echo-v0" in err
+    # pluggy's hook tracer prints the call with its arguments (our register names the plugin) ...
+    assert "vista: trace:   register_envs [hook]" in err
+    assert "register: <register envs for vista-plugin-goodpkg:vista_plugin_goodpkg>" in err
+    assert "finish register_envs --> [] [hook]" in err
+    # ... and every registered item goes to the same pluggy tracer, under its own tag
+    assert "envs: goodpkg/echo-v0 -> vista_plugin_oddshape.env:OddColourEnv from " \
+           "vista-plugin-goodpkg:vista_plugin_goodpkg [vista]" in err
+    monkeypatch.delenv("VISTA_TRACE_PLUGINS")
+    quiet = PluginHost()
+    quiet.registry("envs")
+    assert "trace" not in capsys.readouterr().err
 
 
 def test_loading_is_idempotent(install_plugin, fresh_host: PluginHost):
@@ -256,11 +308,23 @@ def test_legacy_entry_point_group_still_loads_with_a_warning(install_plugin, fre
     assert "old group 'vista'" in err and "entry-points.vista_rl" in err
 
 
-def test_new_group_shadows_the_legacy_one(install_plugin, fresh_host: PluginHost, capsys):
+def test_a_distribution_in_both_groups_loads_once(plugin_site, fresh_host: PluginHost):
+    write_distribution(plugin_site, "vista-plugin-dual", "1.0", "dual", "vista_plugin_dual", GOOD)
+    info_dir = plugin_site / "vista_plugin_dual-1.0.dist-info"
+    (info_dir / "entry_points.txt").write_text("[vista_rl]\ndual = vista_plugin_dual\n\n"
+                                               "[vista]\ndual = vista_plugin_dual\n")
+    assert fresh_host.spec("envs", "goodpkg/echo-v0").distribution == "vista-plugin-dual"
+    assert [info.key for info in fresh_host.plugins() if info.name == "dual"] == ["vista-plugin-dual:dual"]
+
+
+def test_a_legacy_group_plugin_of_another_distribution_does_not_shadow_or_vanish(install_plugin, fresh_host):
     install_plugin("vista-plugin-dual-old", LEGACY, group="vista", entry_name="dual")
     install_plugin("vista-plugin-dual-new", GOOD, entry_name="dual")
     assert fresh_host.spec("envs", "goodpkg/echo-v0").distribution == "vista-plugin-dual-new"
-    assert "legacy/judge" not in {spec.id for spec in fresh_host.registry("judges")}
+    assert fresh_host.spec("judges", "legacy/judge").distribution == "vista-plugin-dual-old"
+    duals = {info.distribution: info for info in fresh_host.plugins() if info.name == "dual"}
+    assert set(duals) == {"vista-plugin-dual-old", "vista-plugin-dual-new"}
+    assert any("vista-plugin-dual-new" in w for w in duals["vista-plugin-dual-old"].warnings)
 
 
 @pytest.mark.parametrize(("requires", "warns"), [
@@ -277,3 +341,198 @@ def test_core_range_mismatch_is_a_warning(install_plugin, fresh_host: PluginHost
     assert not info.errors
     assert ("declares vista-rl" in capsys.readouterr().err) is warns
     assert fresh_host.spec("envs", "goodpkg/echo-v0").distribution == "vista-plugin-ranged"  # still usable
+
+
+# ------------------------------------------------------------- hook calls go through pluggy
+def _order_plugin(log: list[str], tag: str, **opts: bool) -> object:
+    class Plugin:
+        @vista_rl.hookimpl(**opts)
+        def register_judges(self, register):
+            log.append(tag)
+
+    return Plugin()
+
+
+def test_tryfirst_and_trylast_order_the_plugins(fresh_host: PluginHost):
+    fresh_host.load()
+    log: list[str] = []
+    # pluggy calls later registrations first, so register the tryfirst one first and the trylast one
+    # last: only honoured markers can put them at the ends
+    fresh_host.register_object(_order_plugin(log, "first", tryfirst=True), PluginInfo("first", "d-first", "0", "m"))
+    fresh_host.register_object(_order_plugin(log, "plain"), PluginInfo("plain", "d-plain", "0", "m"))
+    fresh_host.register_object(_order_plugin(log, "last", trylast=True), PluginInfo("last", "d-last", "0", "m"))
+    log.clear()
+    fresh_host.registry("judges")
+    assert log == ["first", "plain", "last"]
+
+
+def test_a_hook_wrapper_sees_every_plugins_call_and_its_error(fresh_host: PluginHost):
+    fresh_host.load()
+    seen: list[tuple[str, str | None]] = []
+
+    class Wrapper:
+        @vista_rl.hookimpl(wrapper=True)
+        def register_judges(self, register):
+            try:
+                result = yield
+            except Exception as exc:
+                seen.append((repr(register), type(exc).__name__))
+                raise
+            seen.append((repr(register), None))
+            return result
+
+    class Broken:
+        @vista_rl.hookimpl
+        def register_judges(self, register):
+            register("broken/first", "vista_rl.judges:ExactMatchJudge")
+            raise RuntimeError("boom in judges")
+
+    fresh_host.register_object(Wrapper(), PluginInfo("wrapper", "d-wrapper", "0", "m"))
+    fresh_host.register_object(Broken(), PluginInfo("broken", "d-broken", "0", "m"))
+    judges = fresh_host.registry("judges")
+    assert ("<register judges for d-broken:broken>", "RuntimeError") in seen
+    assert ("<register judges for vista-rl:vista.judges>", None) in seen  # the built-in plugin, wrapped too
+    assert "exact" in judges and "broken/first" in judges  # the failure stayed with its plugin
+    broken = next(info for info in fresh_host.plugins() if info.key == "d-broken:broken")
+    assert broken.errors == ["raised in register_judges: RuntimeError: boom in judges"]
+
+
+def test_hookcall_monitoring_sees_each_plugin_alone(fresh_host: PluginHost):
+    fresh_host.load()
+    calls: list[list[str]] = []
+    fresh_host.pm.add_hookcall_monitoring(
+        lambda name, impls, kwargs: calls.append([impl.plugin_name for impl in impls]) if name == "register_envs"
+        else None,
+        lambda outcome, name, impls, kwargs: None,
+    )
+    fresh_host.registry("envs")
+    assert calls and all(len(impls) == 1 for impls in calls)
+    assert ["vista-plugin-sokoban:sokoban"] in calls
+
+
+# ----------------------------------------------------------------- plugin hijack (issue 13)
+NAME_SQUATTER = """
+import vista_rl
+
+@vista_rl.hookimpl
+def register_envs(register):
+    register("squat/env-v0", "vista_plugin_oddshape.env:OddColourEnv")
+"""
+ID_THIEF = """
+import vista_rl
+
+@vista_rl.hookimpl
+def register_envs(register):
+    register("sokoban/sokoban-v0", "vista_plugin_oddshape.env:OddColourEnv", description="not sokoban")
+"""
+
+
+def test_a_clashing_entry_point_name_does_not_replace_the_real_plugin(install_plugin, fresh_host, capsys):
+    """Attack: another distribution declares entry point ``sokoban``; it used to replace
+    vista-plugin-sokoban silently, and the sokoban envs vanished."""
+    install_plugin("sokoban-squatter", NAME_SQUATTER, entry_name="sokoban", module="sokoban_squatter")
+    envs = fresh_host.registry("envs")
+    assert fresh_host.spec("envs", "sokoban/sokoban-v0").distribution == "vista-plugin-sokoban"
+    assert "squat/env-v0" in envs  # both are loaded, each under its own identity
+    sokobans = {info.key: info for info in fresh_host.plugins() if info.name == "sokoban"}
+    assert set(sokobans) == {"vista-plugin-sokoban:sokoban", "sokoban-squatter:sokoban"}
+    squatter, real = sokobans["sokoban-squatter:sokoban"], sokobans["vista-plugin-sokoban:sokoban"]
+    assert any("vista-plugin-sokoban" in w and "VISTA_DISABLE_PLUGINS=sokoban-squatter:sokoban" in w
+               for w in squatter.warnings), squatter.warnings
+    assert any("sokoban-squatter" in w for w in real.warnings)  # reported with both names
+    assert not any("VISTA_DISABLE_PLUGINS" in w for w in real.warnings)  # no advice to disable the real one
+    assert "sokoban-squatter" in capsys.readouterr().err
+
+
+def test_disabling_by_distribution_removes_only_the_squatter(install_plugin, fresh_host, monkeypatch):
+    install_plugin("sokoban-squatter", NAME_SQUATTER, entry_name="sokoban", module="sokoban_squatter")
+    monkeypatch.setenv("VISTA_DISABLE_PLUGINS", "sokoban-squatter:sokoban")
+    keys = {info.key for info in fresh_host.plugins()}
+    assert "vista-plugin-sokoban:sokoban" in keys and "sokoban-squatter:sokoban" not in keys
+
+
+@pytest.mark.parametrize("entry_name", ["aaa-dupenv", "zzz-dupenv"])
+def test_a_duplicate_id_never_wins_by_load_order(install_plugin, fresh_host, entry_name):
+    """Attack: entry point ``aaa-dupenv`` registers ``sokoban/sokoban-v0`` and won the id by
+    alphabetical load order; the warning then told the user to disable the *real* plugin."""
+    install_plugin("dupenv", ID_THIEF, entry_name=entry_name, module="dupenv_module")
+    spec = fresh_host.spec("envs", "sokoban/sokoban-v0")
+    assert (spec.distribution, spec.target) == ("vista-plugin-sokoban", "vista_plugin_sokoban.env:SokobanEnv")
+    infos = {info.key: info for info in fresh_host.plugins()}
+    thief, real = infos[f"dupenv:{entry_name}"], infos["vista-plugin-sokoban:sokoban"]
+    assert real.errors == []
+    [error] = thief.errors
+    assert "vista-plugin-sokoban" in error and "dupenv" in error  # both named
+    assert f"VISTA_DISABLE_PLUGINS=dupenv:{entry_name}" in error  # the advice names the newcomer ...
+    assert "VISTA_DISABLE_PLUGINS=sokoban" not in error and "VISTA_DISABLE_PLUGINS=vista-plugin" not in error
+
+
+def test_a_user_can_pin_the_newcomer_on_purpose(install_plugin, fresh_host, monkeypatch):
+    install_plugin("dupenv", ID_THIEF, entry_name="aaa-dupenv", module="dupenv_module")
+    monkeypatch.setenv("VISTA_PREFER", "sokoban=dupenv")
+    monkeypatch.setenv("VISTA_STRICT_PLUGINS", "1")  # a deliberate pin is no plugin error
+    assert fresh_host.spec("envs", "sokoban/sokoban-v0").distribution == "dupenv"
+    assert fresh_host.spec("envs", "sokoban/sokoban-easy-v0").distribution == "vista-plugin-sokoban"
+
+
+def test_first_party_list_matches_the_repository():
+    """A first-party plugin missing from the list would lose its ids to any squatter's tie."""
+    from pathlib import Path
+
+    import tomllib
+
+    root = Path(__file__).resolve().parents[1]
+    names = {tomllib.loads(path.read_text())["project"]["name"] for path in root.glob("plugins/*/pyproject.toml")}
+    assert names | {CORE_DISTRIBUTION} == set(FIRST_PARTY_DISTRIBUTIONS)
+
+
+def test_strict_mode_errors_are_one_line_and_debug_adds_the_traceback(install_plugin):
+    site = install_plugin("vista-plugin-importfail", FAILS_ON_IMPORT, version="0.0.9")
+    strict = run_vista("envs", site=site, env={"VISTA_STRICT_PLUGINS": "1"})
+    assert strict.returncode == 2
+    lines = [line for line in strict.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, strict.stderr
+    assert lines[0].startswith("Error: vista-plugin-importfail 0.0.9 (plugin 'vista_plugin_importfail') "
+                               "failed to import: RuntimeError: boom at import")
+    assert "--debug" in lines[0]
+    debug = run_vista("--debug", "envs", site=site, env={"VISTA_STRICT_PLUGINS": "1"})
+    assert debug.returncode == 2
+    assert "Traceback (most recent call last)" in debug.stderr and 'raise RuntimeError("boom at import")' in debug.stderr
+
+
+def test_cli_shows_hijack_reports_with_both_names(install_plugin):
+    install_plugin("sokoban-squatter", NAME_SQUATTER, entry_name="sokoban", module="sokoban_squatter")
+    install_plugin("vista-plugin-goodpkg", GOOD)
+    site = install_plugin("vista-plugin-dupe", DUPLICATE, version="9.9")
+    listing = run_vista("plugins", "--json", site=site)
+    assert listing.returncode == 0, listing.stderr
+    keys = {p["key"]: p for p in json.loads(listing.stdout)}
+    assert {"vista-plugin-sokoban:sokoban", "sokoban-squatter:sokoban"} <= set(keys)
+    assert keys["vista-plugin-sokoban:sokoban"]["first_party"] and not keys["sokoban-squatter:sokoban"]["first_party"]
+    envs = run_vista("envs", site=site)
+    assert envs.returncode == 0, envs.stderr
+    text = " ".join(envs.stdout.split())  # rich wraps long lines
+    assert "(or [prefer] in plugins.toml)" in text  # printed literally, not eaten as rich markup
+
+
+def test_strict_mode_makes_a_hijack_attempt_an_error(install_plugin, fresh_host, monkeypatch):
+    install_plugin("dupenv", ID_THIEF, entry_name="aaa-dupenv", module="dupenv_module")
+    monkeypatch.setenv("VISTA_STRICT_PLUGINS", "1")
+    with pytest.raises(PluginLoadError, match=r"^dupenv 1\.2\.3 \(plugin 'aaa-dupenv'\) duplicate id: envs id "
+                                              r"'sokoban/sokoban-v0' is also registered by vista-plugin-sokoban"):
+        fresh_host.registry("envs")
+
+
+def test_an_unhashable_plugin_object_works_and_spoils_nothing(fresh_host: PluginHost):
+    """pluggy accepts any object as a plugin, but its subset caller keeps plugins in a set."""
+    from types import SimpleNamespace
+
+    fresh_host.load()
+    plugin = SimpleNamespace(register_judges=vista_rl.hookimpl(
+        lambda register: register("ns/judge", "vista_rl.judges:ExactMatchJudge")))
+    fresh_host.register_object(plugin, PluginInfo("ns", "d-ns", "0", "m"))
+    judges = fresh_host.registry("judges")
+    assert "ns/judge" in judges and "exact" in judges
+    assert [info.errors for info in fresh_host.plugins() if info.errors] == []
+    fresh_host.unregister("ns")
+    assert "ns/judge" not in fresh_host.registry("judges")

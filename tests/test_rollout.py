@@ -230,7 +230,7 @@ def test_a_forever_hung_env_does_not_keep_the_process_alive(tmp_path):
         import sys, threading
         sys.path.insert(0, {str(Path(__file__).parent.parent)!r})
         import vista_rl
-        from vista_rl.plugins import PluginInfo
+        from vista_rl._plugins import PluginInfo
         from vista_rl.config import RolloutSection
         from vista_rl.rollout import RolloutEngine, EpisodeSpec
         from tests.rollout_testkit import CounterEnv, CharTokenBackend

@@ -11,9 +11,9 @@ import pytest
 from PIL import Image
 from pydantic import BaseModel
 
-from vista_rl.jsonable import json_default
+from vista_rl._jsonable import json_default
+from vista_rl._registry import is_import_path, resolve_import_path
 from vista_rl.observation import Observation, observation_fingerprint
-from vista_rl.registry import is_import_path, resolve_import_path
 
 
 class _Point(BaseModel):

@@ -86,7 +86,7 @@ def test_a_crash_mid_run_leaves_every_completed_line_valid(tmp_path):
         import os, sys
         sys.path.insert(0, {str(Path(__file__).parent.parent)!r})
         import vista_rl
-        from vista_rl.plugins import PluginInfo
+        from vista_rl._plugins import PluginInfo
         from vista_rl.rollout import RolloutEngine, EpisodeSpec
         from vista_rl.config import RolloutSection
         from vista_rl.store import RunWriter

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from vista_plugin_gamekit.expert import expert_trajectory, generate_expert_trajectories
 
 import vista_rl
 from tests.rollout_testkit import RolloutTestPlugin
 from vista_rl.config import RolloutSection
-from vista_plugin_gamekit.expert import expert_trajectory, generate_expert_trajectories
 from vista_rl.rollout import RolloutEngine, episode_specs
 from vista_rl.store.images import image_hash
 from vista_rl.store.layout import TRAJECTORIES_FILE

@@ -1,22 +1,52 @@
 """VISTA: plugin-based training and evaluation of VLM agents with multi-turn, tool-integrated RL.
 
 ``import vista_rl`` runs no plugin code: plugins are discovered on the first registry query.
+
+This module is the public API (see "Public API" in CONTRIBUTING.md): plugins import what they need
+from here, plus the documented subpackages ``vista_rl.hookspecs``, ``vista_rl.config``,
+``vista_rl.engine_contract``, ``vista_rl.rollout``, ``vista_rl.store`` and ``vista_rl.cli``.  Every other module
+is internal and may change in any release; ``tests/test_import_graph.py`` holds first-party plugins
+to that line.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
+from vista_rl._engine_build import check_estimator_config
+from vista_rl._plugins import PluginHost, PluginInfo, get_plugins, host, load_plugins
+from vista_rl._registry import ItemSpec, is_import_path, resolve_import_path
 from vista_rl.engine_contract import Engine, EnginePlan
-from vista_rl.env import Env, StepResult
+from vista_rl.env import Env, StepResult, episode_seed
 from vista_rl.errors import ConfigError, DuplicateItemError, PluginLoadError, UnknownItemError, VistaError
-from vista_rl.hookspecs import hookimpl, hookspec
+from vista_rl.estimator import AdvantageBatch, AdvantageEstimator, AdvantageOutput
+from vista_rl.hookspecs import (
+    Register,
+    RegisterDataset,
+    RegisterEngine,
+    RegisterEnv,
+    RegisterEstimator,
+    RegisterJudge,
+    RegisterModel,
+    RegisterTool,
+    hookimpl,
+    hookspec,
+)
 from vista_rl.judge import Judge, JudgeResult
+from vista_rl.judges import normalize_answer
 from vista_rl.model import Generation, ModelBackend, SamplingParams
-from vista_rl.observation import IMAGE_PLACEHOLDER, Message, Observation
-from vista_rl.parsing import ParsedResponse, ResponseFormat, parse_response
-from vista_rl.plugins import get_plugins, host, load_plugins
+from vista_rl.observation import (
+    IMAGE_PLACEHOLDER,
+    Chat,
+    Message,
+    Observation,
+    count_placeholders,
+    image_to_data_url,
+    observation_fingerprint,
+)
+from vista_rl.parsing import ParsedResponse, ParsedToolCall, ResponseFormat, parse_response, split_actions
 from vista_rl.task import TaskRecord
 from vista_rl.tool import Tool, ToolContext, ToolResult
 from vista_rl.trajectory import TokenView, Trajectory, Turn
@@ -29,34 +59,38 @@ if TYPE_CHECKING:
 
 def make_env(env_id: str, /, **config: Any) -> Env:
     """Create a registered environment, like ``gymnasium.make``."""
-    return host().make("envs", env_id, **config)  # type: ignore[no-any-return]
+    return cast(Env, host().make("envs", env_id, **config))
 
 
 def make_tool(tool_id: str, /, **config: Any) -> Tool:
-    return host().make("tools", tool_id, **config)  # type: ignore[no-any-return]
+    """Create a registered tool with ``config``."""
+    return cast(Tool, host().make("tools", tool_id, **config))
 
 
 def make_judge(judge_id: str, /, **config: Any) -> Judge:
-    return host().make("judges", judge_id, **config)  # type: ignore[no-any-return]
+    """Create a registered reward judge with ``config``."""
+    return cast(Judge, host().make("judges", judge_id, **config))
 
 
-def make_estimator(estimator_id: str, /, **params: Any) -> Any:
-    """The estimator function, with ``params`` bound when given."""
-    return host().make("estimators", estimator_id, **params)
+def make_estimator(estimator_id: str, /, **params: Any) -> AdvantageEstimator:
+    """The estimator function, with ``params`` bound when given (it is not instantiated)."""
+    return cast(AdvantageEstimator, host().make("estimators", estimator_id, **params))
 
 
 def make_model(model_id: str, /, **config: Any) -> ModelBackend:
-    return host().make("models", model_id, **config)  # type: ignore[no-any-return]
+    """Create a registered model backend (policy) with ``config``."""
+    return cast(ModelBackend, host().make("models", model_id, **config))
 
 
-def make_dataset(dataset_id: str, /, **config: Any) -> Any:
-    return host().make("datasets", dataset_id, **config)
+def make_dataset(dataset_id: str, /, **config: Any) -> Sequence[TaskRecord]:
+    """Load a registered dataset: a sequence of :class:`TaskRecord` (the same seed picks the same one)."""
+    return cast(Sequence[TaskRecord], host().make("datasets", dataset_id, **config))
 
 
 def make_engine(engine_id: str, /, *, run: RunConfig, resume: str | Path | None = None) -> Engine:
     """Build a registered training engine from a run config (as ``vista train`` does); the engine
     follows :class:`vista_rl.Engine`: ``validate()`` then ``run()``."""
-    from vista_rl.engine_contract import build_engine
+    from vista_rl._engine_build import build_engine
 
     if run.engine != engine_id:
         run = run.model_copy(update={"engine": engine_id})
@@ -65,19 +99,35 @@ def make_engine(engine_id: str, /, *, run: RunConfig, resume: str | Path | None 
 
 __all__ = [
     "IMAGE_PLACEHOLDER",
+    "AdvantageBatch",
+    "AdvantageEstimator",
+    "AdvantageOutput",
+    "Chat",
     "ConfigError",
     "DuplicateItemError",
     "Engine",
     "EnginePlan",
     "Env",
     "Generation",
+    "ItemSpec",
     "Judge",
     "JudgeResult",
     "Message",
     "ModelBackend",
     "Observation",
     "ParsedResponse",
+    "ParsedToolCall",
+    "PluginHost",
+    "PluginInfo",
     "PluginLoadError",
+    "Register",
+    "RegisterDataset",
+    "RegisterEngine",
+    "RegisterEnv",
+    "RegisterEstimator",
+    "RegisterJudge",
+    "RegisterModel",
+    "RegisterTool",
     "ResponseFormat",
     "SamplingParams",
     "StepResult",
@@ -90,9 +140,14 @@ __all__ = [
     "Turn",
     "UnknownItemError",
     "VistaError",
+    "count_placeholders",
+    "episode_seed",
     "get_plugins",
     "hookimpl",
     "hookspec",
+    "host",
+    "image_to_data_url",
+    "is_import_path",
     "load_plugins",
     "make_dataset",
     "make_engine",
@@ -101,5 +156,10 @@ __all__ = [
     "make_judge",
     "make_model",
     "make_tool",
+    "normalize_answer",
+    "observation_fingerprint",
     "parse_response",
+    "split_actions",
+    "resolve_import_path",
+    "check_estimator_config",
 ]

@@ -15,7 +15,6 @@ run that failed is marked so, with its error, instead of looking like a half-fin
 
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import time
@@ -24,16 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from vista_rl.errors import ConfigError, PluginLoadError
-
 if TYPE_CHECKING:
-    from vista_rl.config import AlgorithmSection, RunConfig
+    from vista_rl.config import RunConfig
 
 #: The status record ``vista train`` keeps in every run directory it trains into.
 STATUS_FILE = "status.json"
 RunState = Literal["running", "completed", "failed", "interrupted"]
 #: Sections that lived under ``engine_config`` before it became one section per engine.
-_NEUTRAL_SECTIONS = frozenset({"algorithm", "trainer", "sft", "eval", "lora"})
 
 
 @dataclass(frozen=True)
@@ -64,64 +60,6 @@ class EngineFactory(Protocol):
     """What ``register_engines`` registers: a class or function that builds an :class:`Engine`."""
 
     def __call__(self, *, run: RunConfig, resume: Path | None = None) -> Engine: ...
-
-
-def build_engine(run: RunConfig, resume: str | Path | None = None) -> Engine:
-    """Make ``run.engine`` from ``run``.  Unknown engine ids (also as ``engine_config`` section names)
-    are config errors; a factory that does not follow the contract is a plugin error naming the engine."""
-    from vista_rl.plugins import host
-
-    registry = host().registry("engines")
-    known = registry.ids()
-    if run.engine not in known:
-        raise ConfigError(f"engine: no engine {run.engine!r} is registered (registered: {', '.join(known) or 'none'}; "
-                          "see `vista engines`)")
-    strangers = sorted(set(run.engine_config) - set(known))
-    if strangers:
-        hint = ""
-        if strangers[0] in _NEUTRAL_SECTIONS:
-            hint = (f"; {strangers[0]} is engine-neutral now: move it to the top level of the run config "
-                    "(device, precision, LoRA and value_coef go to engine_config.local)")
-        raise ConfigError(f"engine_config.{strangers[0]}: no engine {strangers[0]!r} is registered "
-                          f"(engine_config holds one section per engine id: {', '.join(known)}){hint}")
-    factory = host().spec("engines", run.engine).load()
-    arguments = {"run": run, "resume": Path(resume) if resume is not None else None}
-    try:
-        inspect.signature(factory).bind(**arguments)
-    except TypeError as exc:
-        raise PluginLoadError(f"engine {run.engine!r} cannot be built as factory(run=..., resume=...) "
-                              f"as the Engine contract says: {exc}") from None
-    except ValueError:  # pragma: no cover - builtins without a signature: let the call decide
-        pass
-    engine = factory(**arguments)
-    if not isinstance(engine, Engine):
-        missing = [name for name in ("validate", "run") if not callable(getattr(engine, name, None))]
-        raise PluginLoadError(f"engine {run.engine!r} does not follow the Engine contract "
-                              f"(vista_rl.Engine): it has no {' or '.join(m + '()' for m in missing)}")
-    return engine
-
-
-def check_estimator(algorithm: AlgorithmSection) -> None:
-    """``algorithm.estimator`` is registered and takes every key of ``algorithm.estimator_params``:
-    the check every engine's ``validate()`` makes (verl's bridge would drop an unknown one silently)."""
-    from vista_rl.errors import UnknownItemError
-    from vista_rl.plugins import host
-
-    try:
-        function = host().spec("estimators", algorithm.estimator).load()
-    except UnknownItemError as exc:
-        raise ConfigError(f"algorithm.estimator: {exc}") from None
-    try:
-        accepted = inspect.signature(function).parameters
-    except (TypeError, ValueError):  # pragma: no cover - a builtin without a signature: nothing to check
-        return
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values()):
-        return
-    names = [name for name, p in accepted.items() if p.kind is not inspect.Parameter.POSITIONAL_ONLY]
-    for key in algorithm.estimator_params:
-        if key not in names:
-            raise ConfigError(f"algorithm.estimator_params.{key}: {algorithm.estimator} takes no parameter "
-                              f"{key!r} (it takes: {', '.join(names) or 'none'})")
 
 
 def read_status(run_dir: str | Path) -> dict[str, Any] | None:

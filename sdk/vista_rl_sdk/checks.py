@@ -15,11 +15,19 @@ from typing import Any
 from PIL import Image
 
 import vista_rl
-from vista_rl.env import Env, StepResult
-from vista_rl.judge import Judge
-from vista_rl.observation import Observation, count_placeholders, observation_fingerprint
-from vista_rl.registry import is_import_path, resolve_import_path
-from vista_rl.tool import Tool, ToolContext, ToolResult
+from vista_rl import (
+    Env,
+    Judge,
+    Observation,
+    StepResult,
+    Tool,
+    ToolContext,
+    ToolResult,
+    count_placeholders,
+    is_import_path,
+    observation_fingerprint,
+    resolve_import_path,
+)
 from vista_rl_sdk.fresh_process import call_in_fresh_process
 
 #: Hostile model outputs by name, for plugin tests that assert what an env answers to each one
@@ -327,7 +335,7 @@ def random_advantage_batch(batch: int = 6, tokens: int = 24, turns: int = 3, gro
     """A random but well-formed padded batch: responses with observation gaps, turn ends, groups."""
     import torch
 
-    from vista_rl.estimator import AdvantageBatch
+    from vista_rl import AdvantageBatch
 
     gen = torch.Generator().manual_seed(seed)
     response_mask = torch.zeros(batch, tokens)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import vista_rl
-from vista_rl.observation import observation_fingerprint
+from vista_rl import observation_fingerprint
 from vista_rl_sdk.fresh_process import call_in_fresh_process
 
 
@@ -77,7 +77,7 @@ def play_oracle_checked(env: Any, seed: int, max_turns: int = 200) -> vista_rl.S
     """Play one episode with the oracle, asserting every response parses strictly in the env's
     prompt format and every ``<prediction>`` matches the true state after the turn.  Returns the
     last step result."""
-    from vista_rl.parsing import parse_response
+    from vista_rl import parse_response
 
     env.reset(seed=seed)
     strict = env._format.response_format(strict=True)

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from vista_rl.plugins import PluginHost, PluginInfo, host
+from vista_rl import PluginHost, PluginInfo, host
 
 _counter = itertools.count()
 

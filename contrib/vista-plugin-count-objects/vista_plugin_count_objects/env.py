@@ -19,8 +19,7 @@ from typing import Any, Literal
 
 from PIL import Image, ImageDraw
 from pydantic import BaseModel, ConfigDict, Field, model_validator
-from vista_rl import Env, Observation, StepResult
-from vista_rl.parsing import ResponseFormat, parse_response
+from vista_rl import Env, Observation, ResponseFormat, StepResult, parse_response
 
 COLOURS: tuple[tuple[int, int, int], ...] = (
     (220, 40, 40), (40, 170, 60), (40, 80, 220), (240, 150, 20), (150, 60, 190), (20, 20, 20), (0, 160, 170),

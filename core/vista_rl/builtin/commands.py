@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+import click
 
 from vista_rl.hookspecs import hookimpl
 
 
 @hookimpl
-def register_commands(cli: Any) -> None:
+def register_commands(cli: click.Group) -> None:
     from vista_rl.cli.compare import compare_command
     from vista_rl.cli.eval import eval_command
     from vista_rl.cli.listing import all_listing_commands

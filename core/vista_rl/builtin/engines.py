@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from vista_rl.hookspecs import hookimpl
+from vista_rl.hookspecs import RegisterEngine, hookimpl
 
 
 @hookimpl
-def register_engines(register: Any) -> None:
+def register_engines(register: RegisterEngine) -> None:
     register("local", "vista_rl.engine.trainer:LocalEngine",
              description="One process, one device (CPU or CUDA): SFT, GRPO and PPO with a value head")

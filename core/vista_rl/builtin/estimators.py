@@ -3,9 +3,7 @@ listing them never imports torch.  Parameters are documented in that module."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from vista_rl.hookspecs import hookimpl
+from vista_rl.hookspecs import RegisterEstimator, hookimpl
 
 _MODULE = "vista_rl.algorithms.estimators"
 
@@ -35,6 +33,6 @@ BUILTIN_ESTIMATORS: dict[str, tuple[str, str, tuple[str, ...]]] = {
 
 
 @hookimpl
-def register_advantage_estimators(register: Any) -> None:
+def register_advantage_estimators(register: RegisterEstimator) -> None:
     for estimator_id, (function, description, needs) in BUILTIN_ESTIMATORS.items():
         register(estimator_id, f"{_MODULE}:{function}", description=description, needs=list(needs))

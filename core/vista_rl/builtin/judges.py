@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from vista_rl.hookspecs import hookimpl
+from vista_rl.hookspecs import RegisterJudge, hookimpl
 
 
 @hookimpl
-def register_judges(register: Any) -> None:
+def register_judges(register: RegisterJudge) -> None:
     register("exact", "vista_rl.judges:ExactMatchJudge", description="Exact match after normalisation")
     register("format", "vista_rl.judges:FormatJudge", description="1 if the response follows the tag format")

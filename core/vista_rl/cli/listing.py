@@ -6,9 +6,10 @@ import json
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from vista_rl.plugins import KINDS, host
+from vista_rl._plugins import KINDS, host
 
 
 def plugins_command() -> click.Command:
@@ -27,8 +28,8 @@ def plugins_command() -> click.Command:
         for info in infos:
             items = "\n".join(f"{kind}: {', '.join(sorted(ids))}" for kind, ids in sorted(info.items.items()))
             table.add_row(info.name, info.distribution, info.version, "\n".join(info.hooks), items,
-                          "\n".join([f"[red]{error}[/red]" for error in info.errors]
-                                    + [f"[yellow]{warning}[/yellow]" for warning in info.warnings]))
+                          "\n".join([f"[red]{escape(error)}[/red]" for error in info.errors]
+                                    + [f"[yellow]{escape(warning)}[/yellow]" for warning in info.warnings]))
         Console().print(table)
 
     return plugins
@@ -51,7 +52,7 @@ def kind_command(kind: str) -> click.Command:
         console = Console()
         console.print(table)
         for info, error in errors:
-            console.print(f"[red]plugin {info.name} ({info.distribution} {info.version}): {error}[/red]")
+            console.print(f"[red]plugin {escape(info.name)} ({info.distribution} {info.version}): {escape(error)}[/red]")
 
     list_items.help = f"List registered {kind}."
     return list_items

@@ -4,11 +4,12 @@ built-in ones included, is added through the ``register_commands`` hook."""
 from __future__ import annotations
 
 import sys
+import traceback
 
 import click
 
-from vista_rl.errors import VistaError
-from vista_rl.plugins import core_version, host
+from vista_rl._plugins import core_version, host
+from vista_rl.errors import PluginLoadError, VistaError
 
 
 def _print_versions(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -25,6 +26,8 @@ def _print_versions(ctx: click.Context, _param: click.Parameter, value: bool) ->
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_versions,
               help="Show the versions of core and every plugin, then exit.")
+@click.option("--debug", is_flag=True, expose_value=False,
+              help="Print tracebacks of errors, plugin errors included (else one line each).")
 def cli() -> None:
     """VISTA: train and evaluate vision-language agents with multi-turn, tool-integrated RL."""
 
@@ -35,10 +38,24 @@ def build_cli() -> click.Group:
     return cli
 
 
+def _wants_debug(argv: list[str]) -> bool:
+    """``--debug`` among the group's own options (before the subcommand), read before plugins load
+    so that errors while loading them honour it too."""
+    for arg in argv:
+        if arg == "--debug":
+            return True
+        if not arg.startswith("-"):
+            return False
+    return False
+
+
 def main(argv: list[str] | None = None) -> None:
-    group = build_cli()
+    args = list(sys.argv[1:] if argv is None else argv)
+    debug = _wants_debug(args)
+    host().debug = debug
     try:
-        group.main(args=argv, prog_name="vista", standalone_mode=False)
+        group = build_cli()
+        group.main(args=args, prog_name="vista", standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
@@ -48,5 +65,8 @@ def main(argv: list[str] | None = None) -> None:
         click.echo("Aborted.", err=True)
         sys.exit(130)
     except VistaError as exc:
-        click.secho(f"Error: {exc}", fg="red", err=True)
+        if debug:
+            traceback.print_exc()
+        hint = " (run `vista --debug ...` for the traceback)" if isinstance(exc, PluginLoadError) and not debug else ""
+        click.secho(f"Error: {exc}{hint}", fg="red", err=True)
         sys.exit(2)

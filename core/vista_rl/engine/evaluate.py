@@ -8,9 +8,9 @@ from typing import Any
 
 import torch
 
+from vista_rl._stats import Estimate, mean, proportion
 from vista_rl.model import SamplingParams
 from vista_rl.rollout.engine import EpisodeSpec, RolloutEngine
-from vista_rl.stats import Estimate, mean, proportion
 
 
 @dataclass

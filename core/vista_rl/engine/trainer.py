@@ -31,6 +31,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 import vista_rl
+from vista_rl._engine_build import check_estimator_config
+from vista_rl._plugins import core_version, host
 from vista_rl.config import RunConfig
 from vista_rl.engine.advantages import build_advantage_batch, compute_advantages, make_estimator
 from vista_rl.engine.chat_tokens import EpisodeTokens
@@ -49,11 +51,10 @@ from vista_rl.engine.policy import Policy, autocast_dtype, load_pretrained, micr
 from vista_rl.engine.policy_backend import PolicyBackend
 from vista_rl.engine.samples import SampleBatch, TrainSample, training_samples
 from vista_rl.engine.sft_data import load_jsonl, tokens_from_trajectory
-from vista_rl.engine_contract import EnginePlan, check_estimator
+from vista_rl.engine_contract import EnginePlan
 from vista_rl.env import Env
 from vista_rl.errors import ConfigError, VistaError
 from vista_rl.model import SamplingParams
-from vista_rl.plugins import core_version, host
 from vista_rl.rollout.engine import EpisodeSpec, RolloutEngine, episode_specs
 from vista_rl.trajectory import Trajectory
 
@@ -125,7 +126,7 @@ class LocalEngine:
                               "create a tiny one with `vista model init-tiny OUT_DIR` or point to a checkpoint")
         cfg = self.config
         if cfg.trainer.steps:
-            check_estimator(self.run_config.algorithm)
+            check_estimator_config(self.run_config.algorithm)
         if cfg.sft.steps and cfg.sft.source == "jsonl" and not Path(str(cfg.sft.path)).is_file():
             raise ConfigError(f"sft.path: {cfg.sft.path} does not exist; record trajectories first or use "
                               "sft.source: oracle")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from vista_rl.stats import Estimate, mean, proportion
+from vista_rl._stats import Estimate, mean, proportion
 from vista_rl.trajectory import Trajectory
 
 

@@ -24,8 +24,8 @@ from typing import IO, Any
 import yaml
 from pydantic import BaseModel
 
-from vista_rl.jsonable import json_default
-from vista_rl.plugins import core_version, get_plugins
+from vista_rl._jsonable import json_default
+from vista_rl._plugins import core_version, get_plugins
 from vista_rl.store.images import image_hash, save_image
 from vista_rl.store.layout import (
     CONFIG_FILE,

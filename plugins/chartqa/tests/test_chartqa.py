@@ -8,8 +8,7 @@ from vista_plugin_chartqa.generator import generate, make_question, random_table
 from vista_plugin_datasets import testing
 
 import vista_rl
-from vista_rl import ToolContext
-from vista_rl.parsing import parse_response
+from vista_rl import ToolContext, parse_response
 from vista_rl_sdk import check_env
 
 SYNTHETIC, RECORDS = "chartqa/synthetic-v0", "chartqa/records-v0"

@@ -8,7 +8,7 @@ from PIL import Image
 from vista_plugin_datasets import testing
 
 import vista_rl
-from vista_rl.task import TaskRecord
+from vista_rl import TaskRecord
 
 
 def test_chartqa_release_layout(tmp_path):

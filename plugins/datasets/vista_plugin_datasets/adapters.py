@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from vista_plugin_datasets.records import TaskDataset
-from vista_rl.task import TaskRecord
+from vista_rl import TaskRecord
 
 LETTERS = string.ascii_uppercase
 _NUMERIC = re.compile(r"^[-+−]?[$€£]?\d[\d,]*(\.\d+)?\s*%?$")

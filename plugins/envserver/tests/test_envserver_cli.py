@@ -20,7 +20,7 @@ def _free_port() -> int:
 
 def test_cli_serves_with_token_and_config() -> None:
     port = _free_port()
-    command = [sys.executable, "-c", "from vista_rl.cli.main import main; main()", "env-server",
+    command = [sys.executable, "-c", "from vista_rl.cli import main; main()", "env-server",
                "--env", "oddshape/odd-colour-v0", "--port", str(port), "--token", "tok",
                "--set", "grid=4", "--max-sessions", "8"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -49,7 +49,7 @@ def test_cli_serves_with_token_and_config() -> None:
 
 
 def test_cli_rejects_unknown_env_id() -> None:
-    completed = subprocess.run([sys.executable, "-c", "from vista_rl.cli.main import main; main()", "env-server",
+    completed = subprocess.run([sys.executable, "-c", "from vista_rl.cli import main; main()", "env-server",
                                 "--env", "oddshape/odd-color-v0"], capture_output=True, text=True, timeout=60)
     assert completed.returncode != 0
     assert "odd-colour-v0" in completed.stderr  # the error suggests the right id

@@ -41,7 +41,7 @@ from vista_plugin_envserver.codec import (
     unpack,
 )
 from vista_plugin_envserver.sessions import Session, SessionError, SessionManager
-from vista_rl.env import Env
+from vista_rl import Env
 
 
 @dataclass

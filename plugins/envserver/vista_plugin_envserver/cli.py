@@ -8,8 +8,8 @@ import sys
 import click
 
 from vista_plugin_envserver.client import TOKEN_ENV_VAR
+from vista_rl import ConfigError
 from vista_rl.config import apply_overrides
-from vista_rl.errors import ConfigError
 
 
 @click.command("env-server")

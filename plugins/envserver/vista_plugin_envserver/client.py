@@ -25,9 +25,7 @@ from vista_plugin_envserver.codec import (
     unpack,
     wire_text,
 )
-from vista_rl.env import Env, StepResult
-from vista_rl.errors import VistaError
-from vista_rl.observation import Observation
+from vista_rl import Env, Observation, StepResult, VistaError
 
 TOKEN_ENV_VAR = "VISTA_ENV_SERVER_TOKEN"
 

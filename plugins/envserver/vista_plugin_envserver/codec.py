@@ -13,8 +13,7 @@ from typing import Any, Literal
 import msgpack
 from PIL import Image
 
-from vista_rl.env import StepResult
-from vista_rl.observation import Observation
+from vista_rl import Observation, StepResult
 
 ImageEncoding = Literal["raw", "png"]
 IMAGE_ENCODINGS: tuple[str, ...] = ("raw", "png")

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from vista_rl.env import Env
+from vista_rl import Env
 
 
 class SessionError(Exception):

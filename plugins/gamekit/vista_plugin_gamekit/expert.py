@@ -11,8 +11,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import vista_rl
-from vista_rl import Env, Trajectory
-from vista_rl.trajectory import Turn
+from vista_rl import Env, Trajectory, Turn
 
 
 def expert_trajectory(env: Env, seed: int, *, env_id: str = "", max_turns: int = 50) -> Trajectory:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from vista_rl.parsing import ResponseFormat
+from vista_rl import ResponseFormat
 
 PromptFormat = Literal["free_think", "no_think", "grounding", "worldmodeling", "grounding_worldmodeling"]
 PROMPT_FORMATS: tuple[str, ...] = ("free_think", "no_think", "grounding", "worldmodeling",

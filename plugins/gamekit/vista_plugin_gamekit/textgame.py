@@ -20,9 +20,7 @@ from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from vista_plugin_gamekit.formats import FormatSpec, PromptFormat, format_spec
-from vista_rl import Env, Observation, StepResult
-from vista_rl.env import episode_seed
-from vista_rl.parsing import parse_response, split_actions
+from vista_rl import Env, Observation, StepResult, episode_seed, parse_response, split_actions
 
 RenderMode = Literal["vision", "text", "both"]
 _PREVIEW = 40

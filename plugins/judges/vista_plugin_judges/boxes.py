@@ -8,7 +8,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from vista_rl.judge import Judge, JudgeResult
+from vista_rl import Judge, JudgeResult
 
 _NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 

@@ -8,8 +8,7 @@ import re
 import string
 from typing import Any
 
-from vista_rl.judge import Judge, JudgeResult
-from vista_rl.judges import normalize_answer
+from vista_rl import Judge, JudgeResult, normalize_answer
 
 LETTERS = string.ascii_uppercase
 _BARE_LETTER = re.compile(r"^[\(\[]?([A-Za-z])[\)\]]?[.:]?$")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from vista_rl.judge import Judge, JudgeResult
+from vista_rl import Judge, JudgeResult
 
 MAX_PREDICTION_CHARS = 2000  # final answers sit at the end; a megabyte of text must stay cheap
 

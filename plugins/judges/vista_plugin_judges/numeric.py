@@ -13,8 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from vista_rl.judge import Judge, JudgeResult
-from vista_rl.judges import normalize_answer
+from vista_rl import Judge, JudgeResult, normalize_answer
 
 _HEDGES = r"(?:about|approximately|approx\.?|around|roughly|nearly|~|≈)"
 _NUMBER_RE = re.compile(

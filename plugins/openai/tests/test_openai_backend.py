@@ -19,8 +19,7 @@ from PIL import Image
 from vista_plugin_openai.backend import OpenAIBackend, chat_to_openai_messages
 
 import vista_rl
-from vista_rl.model import SamplingParams
-from vista_rl.observation import Message
+from vista_rl import Message, SamplingParams
 
 fastapi = pytest.importorskip("fastapi")
 server_module = pytest.importorskip("vista_plugin_transformers.server")
@@ -45,7 +44,7 @@ def vista_serve(tiny_model_dir: Path) -> Iterator[str]:
     log_path = tiny_model_dir.parent / f"vista-serve-{port}.log"
     with open(log_path, "w") as log:
         process = subprocess.Popen(
-            [sys.executable, "-c", "from vista_rl.cli.main import main; main()", "serve", str(tiny_model_dir),
+            [sys.executable, "-c", "from vista_rl.cli import main; main()", "serve", str(tiny_model_dir),
              "--port", str(port), "--model-name", "tiny", "--batch-window-ms", "50"],
             env=env, stdout=log, stderr=subprocess.STDOUT,
         )

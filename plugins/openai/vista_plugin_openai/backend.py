@@ -20,8 +20,7 @@ from typing import Any
 
 import httpx
 
-from vista_rl.model import Generation, ModelBackend, SamplingParams
-from vista_rl.observation import Chat
+from vista_rl import Chat, Generation, ModelBackend, SamplingParams
 
 RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 

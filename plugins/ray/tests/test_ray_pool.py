@@ -182,7 +182,6 @@ def test_local_engine_trains_on_ray_envs(tmp_path: Path, tiny_model_dir: Path) -
     import json
 
     from vista_rl.config import RunConfig, validate_config
-    from vista_rl.engine.trainer import LocalEngine
 
     run = validate_config(RunConfig, {
         "seed": 1, "output_dir": str(tmp_path / "run"), "model": {"path": str(tiny_model_dir)},
@@ -191,7 +190,7 @@ def test_local_engine_trains_on_ray_envs(tmp_path: Path, tiny_model_dir: Path) -
         "trainer": {"steps": 1, "seeds_per_step": 2, "train_seeds": {"start": 0, "count": 10}},
         "eval": {"seeds": {"start": 100, "count": 1}, "at_start": False},
     })
-    engine = LocalEngine(run)
+    engine = vista_rl.make_engine("local", run=run)
     engine.run()
     batch = engine.last_batch
     assert batch is not None and len(batch.samples) == 4 and not batch.dropped

@@ -26,9 +26,7 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from vista_plugin_ray.worker import EnvWorker
-from vista_rl.env import Env, StepResult
-from vista_rl.errors import VistaError
-from vista_rl.observation import Observation, observation_fingerprint
+from vista_rl import Env, Observation, StepResult, VistaError, observation_fingerprint
 
 Recovery = Literal["replay", "fail"]
 

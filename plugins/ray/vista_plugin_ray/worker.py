@@ -13,9 +13,7 @@ import socket
 from typing import Any
 
 import vista_rl
-from vista_rl.env import Env, StepResult
-from vista_rl.observation import Observation
-from vista_rl.registry import is_import_path, resolve_import_path
+from vista_rl import Env, Observation, StepResult, is_import_path, resolve_import_path
 
 
 def build_env(env: str, config: dict[str, Any]) -> Env:

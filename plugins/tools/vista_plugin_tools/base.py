@@ -15,8 +15,7 @@ from typing import Any
 
 from PIL import Image
 
-from vista_rl.observation import IMAGE_PLACEHOLDER
-from vista_rl.tool import Tool, ToolContext, ToolResult
+from vista_rl import IMAGE_PLACEHOLDER, Tool, ToolContext, ToolResult
 
 FULL_RESOLUTION_KEY = "full_resolution"
 MAX_SIDE = 4096  # no tool output larger than this per side

@@ -14,7 +14,7 @@ from PIL import Image, ImageDraw
 from pydantic import BaseModel, ConfigDict, Field
 
 from vista_plugin_tools.base import ImageTool, ToolInputError, as_rgb, clamp_box, clamp_point, fmt, pick_image
-from vista_rl.tool import ToolContext, ToolResult
+from vista_rl import ToolContext, ToolResult
 
 Point = Annotated[list[float], Field(min_length=2, max_length=2)]
 Box = Annotated[list[float], Field(min_length=4, max_length=4)]

@@ -10,7 +10,7 @@ from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field
 
 from vista_plugin_tools.base import ImageTool, ToolInputError, as_rgb, clamp_box, fmt, pick_image
-from vista_rl.tool import ToolContext, ToolResult
+from vista_rl import ToolContext, ToolResult
 
 PAGE_SEGMENTATION = {"auto": 3, "sparse": 11, "block": 6, "line": 7, "word": 8}
 

@@ -9,7 +9,7 @@ from PIL import ImageDraw, ImageFont
 from pydantic import BaseModel, ConfigDict, Field
 
 from vista_plugin_tools.base import ImageTool, ToolInputError, as_rgb, clamp_box, clamp_point, fmt, pick_image
-from vista_rl.tool import ToolContext, ToolResult
+from vista_rl import ToolContext, ToolResult
 
 IMAGE_FIELD = Field(-1, description="which image: 0 is the original, -1 the latest")
 COLOURS = [(230, 25, 75), (60, 180, 75), (0, 130, 200), (245, 130, 48), (145, 30, 180), (70, 240, 240)]

@@ -21,8 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from vista_plugin_tools import isolation as os_isolation
 from vista_plugin_tools.base import ImageTool, as_rgb
 from vista_plugin_tools.sandbox import ISOLATION_MODES, SandboxLimits, run_python
-from vista_rl.errors import ConfigError
-from vista_rl.tool import ToolContext, ToolResult
+from vista_rl import ConfigError, ToolContext, ToolResult
 
 logger = logging.getLogger(__name__)
 

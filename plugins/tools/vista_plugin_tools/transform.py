@@ -14,7 +14,7 @@ from PIL import Image, ImageEnhance
 from pydantic import BaseModel, ConfigDict, Field
 
 from vista_plugin_tools.base import ImageTool, as_rgb, pick_image
-from vista_rl.tool import ToolContext, ToolResult
+from vista_rl import ToolContext, ToolResult
 
 IMAGE_FIELD = Field(-1, description="which image: 0 is the original, -1 the latest")
 

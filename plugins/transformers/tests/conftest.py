@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from vista_rl.observation import Message
+from vista_rl import Message
 
 
 @pytest.fixture(scope="session")

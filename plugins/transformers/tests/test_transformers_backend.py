@@ -12,8 +12,7 @@ from vista_plugin_transformers.backend import TransformersBackend
 from vista_plugin_transformers.chat import encode_chats
 
 import vista_rl
-from vista_rl.model import SamplingParams
-from vista_rl.observation import Message
+from vista_rl import Message, SamplingParams
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=8)
 

@@ -13,7 +13,7 @@ from vista_plugin_transformers.chat import (
     vision_inputs,
 )
 
-from vista_rl.observation import Message
+from vista_rl import Message
 
 
 def _two_image_chat() -> list[Message]:

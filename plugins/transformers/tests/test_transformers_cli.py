@@ -6,7 +6,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from vista_rl.cli.main import build_cli
+from vista_rl.cli import build_cli
 
 
 def test_init_tiny_writes_a_loadable_model(tmp_path: Path) -> None:

@@ -12,8 +12,7 @@ from PIL import Image
 from vista_plugin_transformers.backend import TransformersBackend
 from vista_plugin_transformers.server import BackgroundServer, create_app
 
-from vista_rl.model import Generation, ModelBackend, SamplingParams
-from vista_rl.observation import Chat, Message, image_to_data_url
+from vista_rl import Chat, Generation, Message, ModelBackend, SamplingParams, image_to_data_url
 
 
 @pytest.fixture(scope="module")

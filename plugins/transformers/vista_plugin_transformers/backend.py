@@ -18,8 +18,7 @@ from contextlib import contextmanager, nullcontext
 from typing import Any, Literal
 
 from vista_plugin_transformers.chat import encode_chats
-from vista_rl.model import Generation, ModelBackend, SamplingParams
-from vista_rl.observation import Chat
+from vista_rl import Chat, Generation, ModelBackend, SamplingParams
 
 LogprobsMode = Literal["processed", "raw"]
 

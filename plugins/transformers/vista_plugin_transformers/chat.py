@@ -16,7 +16,7 @@ from typing import Any
 
 from PIL import Image
 
-from vista_rl.observation import Chat, Message, Observation
+from vista_rl import Chat, Message, Observation
 
 
 def chat_to_hf_messages(chat: Sequence[Message]) -> list[dict[str, Any]]:

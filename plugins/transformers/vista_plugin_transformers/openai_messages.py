@@ -13,7 +13,7 @@ from typing import Any
 
 from PIL import Image, UnidentifiedImageError
 
-from vista_rl.observation import IMAGE_PLACEHOLDER, Chat, Message
+from vista_rl import IMAGE_PLACEHOLDER, Chat, Message
 
 _ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool"}
 

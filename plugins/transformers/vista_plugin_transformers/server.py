@@ -23,8 +23,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from vista_plugin_transformers.openai_messages import MessageFormatError, openai_messages_to_chat
-from vista_rl.model import Generation, ModelBackend, SamplingParams
-from vista_rl.observation import Chat
+from vista_rl import Chat, Generation, ModelBackend, SamplingParams
 
 
 class ChatCompletionRequest(BaseModel):

@@ -14,8 +14,8 @@ import pytest
 from vista_plugin_verl.config import check_neutral, compose_overrides, engine_config
 
 import vista_rl
+from vista_rl import ConfigError
 from vista_rl.config import RunConfig, apply_overrides
-from vista_rl.errors import ConfigError
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 BASE: dict[str, Any] = {

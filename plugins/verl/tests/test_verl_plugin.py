@@ -35,10 +35,14 @@ from vista_plugin_verl.estimators import VERL_NAMES, turn_rewards_tensor  # noqa
 from vista_plugin_verl.reward import compute_score  # noqa: E402
 
 import vista_rl  # noqa: E402
-from vista_rl import Env, Observation, StepResult  # noqa: E402
+from vista_rl import (  # noqa: E402
+    AdvantageBatch,  # noqa: E402
+    ConfigError,  # noqa: E402
+    Env,
+    Observation,
+    StepResult,
+)
 from vista_rl.config import RunConfig  # noqa: E402
-from vista_rl.errors import ConfigError  # noqa: E402
-from vista_rl.estimator import AdvantageBatch  # noqa: E402
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 TEST_ENV = "verltest/palette-steps-v0"
@@ -302,7 +306,7 @@ def test_vista_train_engine_verl_dry_run_cli(tiny, tmp_path, capsys) -> None:  #
     """`vista train --engine verl --dry-run CONFIG.yaml`: the real CLI prints the launch command."""
     import yaml
 
-    from vista_rl.cli.main import main
+    from vista_rl.cli import main
 
     data = _run_config(tmp_path, tiny[2]).model_dump(mode="json")
     data["engine"] = "local"  # the flag, not the file, picks verl

@@ -26,11 +26,17 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutp
 
 import vista_rl
 from vista_plugin_verl.agent_loop_name import AGENT_NAME
-from vista_rl.env import Env, StepResult
-from vista_rl.observation import Observation
-from vista_rl.parsing import parse_response
-from vista_rl.tool import Tool, ToolContext
-from vista_rl.trajectory import TokenView, Trajectory, Turn
+from vista_rl import (
+    Env,
+    Observation,
+    StepResult,
+    TokenView,
+    Tool,
+    ToolContext,
+    Trajectory,
+    Turn,
+    parse_response,
+)
 
 DEFAULT_MAX_TURNS = 5
 

@@ -15,9 +15,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from vista_plugin_verl.agent_loop_name import AGENT_NAME
+from vista_rl import ConfigError, check_estimator_config
 from vista_rl.config import RunConfig, engine_section
-from vista_rl.engine_contract import check_estimator
-from vista_rl.errors import ConfigError
 
 
 class _Section(BaseModel):
@@ -84,7 +83,7 @@ def check_neutral(run: RunConfig, cfg: VerlEngineConfig | None = None) -> list[s
     if share and share % micro_batch_per_gpu(run, cfg):
         raise ConfigError(f"trainer.micro_batch_size: verl's workers need it to divide one GPU's share of a "
                           f"mini-batch ({share} sequences on {gpus} GPUs); {trainer.micro_batch_size} does not")
-    check_estimator(algo)
+    check_estimator_config(algo)
     try:
         from vista_plugin_verl.estimators import verl_name
 

@@ -25,9 +25,8 @@ from vista_plugin_verl.config import (
     compose_verl_config,
     engine_config,
 )
+from vista_rl import ConfigError, EnginePlan, UnknownItemError, VistaError
 from vista_rl.config import RunConfig
-from vista_rl.engine_contract import EnginePlan
-from vista_rl.errors import ConfigError, UnknownItemError, VistaError
 
 
 class VerlEngine:

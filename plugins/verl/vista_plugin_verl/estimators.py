@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 import vista_rl
-from vista_rl.estimator import AdvantageBatch, AdvantageOutput
+from vista_rl import AdvantageBatch, AdvantageOutput
 
 #: verl name -> (vista estimator id, whether it needs critic values)
 VERL_NAMES: dict[str, tuple[str, bool]] = {

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import vista_rl
-from vista_rl.parsing import parse_response
+from vista_rl import parse_response
 
 _JUDGES: dict[str, Any] = {}
 

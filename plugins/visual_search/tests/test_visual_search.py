@@ -5,8 +5,7 @@ import pytest
 from vista_plugin_visual_search.scene import COLOURS, generate_scene
 
 import vista_rl
-from vista_rl import ToolContext
-from vista_rl.parsing import parse_response
+from vista_rl import ToolContext, parse_response
 from vista_rl_sdk import check_env
 
 ENV = "visual_search/zoom-v0"

@@ -25,7 +25,7 @@ from vista_plugin_visual_search.scene import (
     TargetKind,
     generate_scene,
 )
-from vista_rl.parsing import ParsedResponse
+from vista_rl import ParsedResponse
 
 POINT_RE = re.compile(r"\(\s*(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)\s*\)")
 

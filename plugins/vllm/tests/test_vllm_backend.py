@@ -22,8 +22,10 @@ from vista_plugin_transformers.chat import encode_chats  # noqa: E402
 from vista_plugin_transformers.server import free_port, wait_for_health  # noqa: E402
 
 import vista_rl  # noqa: E402
-from vista_rl.model import SamplingParams  # noqa: E402
-from vista_rl.observation import Message  # noqa: E402
+from vista_rl import (
+    Message,  # noqa: E402
+    SamplingParams,  # noqa: E402
+)
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=16)
 

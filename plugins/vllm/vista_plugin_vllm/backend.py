@@ -18,8 +18,7 @@ from typing import Any, Literal
 
 from vista_plugin_transformers.chat import chat_images, render_chat_text
 
-from vista_rl.model import Generation, ModelBackend, SamplingParams
-from vista_rl.observation import Chat
+from vista_rl import Chat, Generation, ModelBackend, SamplingParams
 
 LogprobsMode = Literal["processed", "raw"]
 _VLLM_LOGPROBS_MODE = {"processed": "processed_logprobs", "raw": "raw_logprobs"}

@@ -2,8 +2,7 @@ import pytest
 from vista_plugin_datasets import testing
 
 import vista_rl
-from vista_rl import ToolContext
-from vista_rl.parsing import parse_response
+from vista_rl import ToolContext, parse_response
 from vista_rl_sdk import check_env
 
 MC, SHORT = "vqa/multiple-choice-v0", "vqa/short-answer-v0"

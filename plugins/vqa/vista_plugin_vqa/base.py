@@ -30,10 +30,17 @@ from pydantic import Field
 
 import vista_rl
 from vista_plugin_vqa.attempts import AnswerAttemptsConfig, attempt_factor, feedback_text
-from vista_rl import Env, Observation, StepResult
-from vista_rl.env import episode_seed
-from vista_rl.parsing import ParsedResponse, ParsedToolCall, ResponseFormat, parse_response
-from vista_rl.tool import ToolContext
+from vista_rl import (
+    Env,
+    Observation,
+    ParsedResponse,
+    ParsedToolCall,
+    ResponseFormat,
+    StepResult,
+    ToolContext,
+    episode_seed,
+    parse_response,
+)
 
 THINK_TAGS = "<think>...</think><answer>...</answer>"
 ANSWER_TAGS = "<answer>...</answer>"

@@ -14,7 +14,7 @@ from vista_plugin_judges.numeric import parse_number
 
 from vista_plugin_vqa.base import Problem, QAEnvConfig, ToolQAEnv
 from vista_plugin_vqa.records import RecordSource, load_images, load_records
-from vista_rl.task import TaskRecord
+from vista_rl import TaskRecord
 
 JUDGE_BY_TYPE = {"numeric": "relaxed_numeric", "math": "math", "multiple_choice": "multiple_choice"}
 

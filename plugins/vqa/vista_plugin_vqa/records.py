@@ -12,7 +12,7 @@ from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 import vista_rl
-from vista_rl.task import TaskRecord
+from vista_rl import TaskRecord
 
 
 class RecordSource(BaseModel):

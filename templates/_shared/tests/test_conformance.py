@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 import vista_rl
-from vista_rl.plugins import PluginInfo
+from vista_rl import PluginInfo
 from vista_rl_sdk import check_env, check_judge, check_tool
 
 PLUGIN = "{{ cookiecutter.plugin_name }}"

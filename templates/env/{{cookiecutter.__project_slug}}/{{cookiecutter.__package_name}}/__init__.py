@@ -7,13 +7,11 @@ module, which loads when the env is made.
 
 from __future__ import annotations
 
-from typing import Any
-
 import vista_rl
 
 
 @vista_rl.hookimpl
-def register_envs(register: Any) -> None:
+def register_envs(register: vista_rl.RegisterEnv) -> None:
     register(
         "{{ cookiecutter.plugin_name }}/{{ cookiecutter.plugin_name }}-v0",
         "{{ cookiecutter.__package_name }}.env:{{ cookiecutter.__class_prefix }}Env",

@@ -16,8 +16,7 @@ from typing import Any, Literal
 
 from PIL import Image, ImageDraw
 from pydantic import BaseModel, ConfigDict, Field
-from vista_rl import Env, Observation, StepResult
-from vista_rl.parsing import ResponseFormat, parse_response
+from vista_rl import Env, Observation, ResponseFormat, StepResult, parse_response
 
 COLOURS: dict[str, tuple[int, int, int]] = {
     "red": (220, 40, 40),

@@ -6,13 +6,11 @@ This module is imported whenever VISTA loads plugins, so keep it light: register
 
 from __future__ import annotations
 
-from typing import Any
-
 import vista_rl
 
 
 @vista_rl.hookimpl
-def register_judges(register: Any) -> None:
+def register_judges(register: vista_rl.RegisterJudge) -> None:
     register(
         "{{ cookiecutter.plugin_name }}/numeric",
         "{{ cookiecutter.__package_name }}.judge:{{ cookiecutter.__class_prefix }}NumericJudge",

@@ -6,13 +6,11 @@ This module is imported whenever VISTA loads plugins, so keep it light: register
 
 from __future__ import annotations
 
-from typing import Any
-
 import vista_rl
 
 
 @vista_rl.hookimpl
-def register_tools(register: Any) -> None:
+def register_tools(register: vista_rl.RegisterTool) -> None:
     register(
         "{{ cookiecutter.plugin_name }}/rotate",
         "{{ cookiecutter.__package_name }}.tool:{{ cookiecutter.__class_prefix }}RotateTool",

@@ -12,7 +12,7 @@ import functools
 import inspect
 import pkgutil
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,45 +105,107 @@ def split_version(item_id: str) -> tuple[str, int | None]:
     return match.group("base"), int(match.group("version"))
 
 
-class Registry:
-    """All items of one kind, keyed by id."""
+#: Picks the provider of an id that several plugins registered; None when none may be preferred.
+Chooser = Callable[[str, list[ItemSpec]], "ItemSpec | None"]
 
-    def __init__(self, kind: str, *, instantiate: bool = True) -> None:
+
+def _no_preference(_item_id: str, candidates: list[ItemSpec]) -> ItemSpec | None:
+    return candidates[0] if len(candidates) == 1 else None
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """Who provides an id that more than one plugin registered: ``winner`` (None: ambiguous)."""
+
+    item_id: str
+    winner: ItemSpec | None
+    candidates: tuple[ItemSpec, ...]
+
+
+class Registry:
+    """All items of one kind, keyed by id.
+
+    Every registration is kept; an id registered by several plugins resolves through ``choose``
+    (the plugin host prefers first-party and pinned providers), never by registration order, so
+    which plugin loaded first cannot decide who serves an id.
+    """
+
+    def __init__(self, kind: str, *, instantiate: bool = True, choose: Chooser = _no_preference) -> None:
         self.kind = kind
         self.instantiate = instantiate
+        self._choose = choose
+        self._candidates: dict[str, list[ItemSpec]] = {}
         self._items: dict[str, ItemSpec] = {}
+        self._ambiguous: dict[str, list[ItemSpec]] = {}
 
     def __contains__(self, item_id: object) -> bool:
         return isinstance(item_id, str) and self._resolve_id(item_id) is not None
 
     def __iter__(self) -> Iterator[ItemSpec]:
-        return iter(sorted(self._items.values(), key=lambda spec: spec.id))
+        """The provider of every id; every candidate of an ambiguous id (so listings show them)."""
+        specs = [*self._items.values(), *(spec for specs in self._ambiguous.values() for spec in specs)]
+        return iter(sorted(specs, key=lambda spec: (spec.id, spec.distribution)))
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self._candidates)
 
     def ids(self) -> list[str]:
-        return sorted(self._items)
+        return sorted(self._candidates)
 
-    def add(self, spec: ItemSpec) -> None:
-        existing = self._items.get(spec.id)
-        if existing is not None:
-            raise DuplicateItemError(
-                f"{self.kind} id {spec.id!r} is registered twice: by {existing.distribution} "
-                f"{existing.version} (plugin {existing.plugin!r}) and by {spec.distribution} "
-                f"{spec.version} (plugin {spec.plugin!r}). Rename one, or disable one plugin with "
-                f"VISTA_DISABLE_PLUGINS={spec.plugin}."
-            )
-        self._items[spec.id] = spec
+    def add(self, spec: ItemSpec) -> Resolution | None:
+        """Record a registration; for an id now registered more than once, how it resolves.
 
-    def remove_plugin(self, plugin: str) -> None:
-        self._items = {k: v for k, v in self._items.items() if v.plugin != plugin}
+        A plugin registering the same id twice keeps its first registration (its own code fixes the
+        order) and is told so with :class:`DuplicateItemError`."""
+        candidates = self._candidates.setdefault(spec.id, [])
+        for known in candidates:
+            if (known.plugin, known.distribution) == (spec.plugin, spec.distribution):
+                raise DuplicateItemError(
+                    f"{self.kind} id {spec.id!r} is registered twice by {spec.distribution} {spec.version} "
+                    f"(plugin {spec.plugin!r}); the first registration is kept"
+                )
+        candidates.append(spec)
+        return self._settle(spec.id)
+
+    def _settle(self, item_id: str) -> Resolution | None:
+        candidates = self._candidates.get(item_id, [])
+        self._items.pop(item_id, None)
+        self._ambiguous.pop(item_id, None)
+        if not candidates:
+            self._candidates.pop(item_id, None)
+            return None
+        if len(candidates) == 1:
+            self._items[item_id] = candidates[0]
+            return None
+        winner = self._choose(item_id, list(candidates))
+        if winner is None:
+            self._ambiguous[item_id] = list(candidates)
+        else:
+            self._items[item_id] = winner
+        return Resolution(item_id, winner, tuple(candidates))
+
+    def remove_plugin(self, plugin: str, distribution: str | None = None) -> None:
+        """Forget every item of one plugin (all plugins of that entry-point name without ``distribution``)."""
+        for item_id in list(self._candidates):
+            self._candidates[item_id] = [
+                spec for spec in self._candidates[item_id]
+                if not (spec.plugin == plugin and distribution in (None, spec.distribution))
+            ]
+            self._settle(item_id)
+
+    def ambiguity_message(self, item_id: str) -> str:
+        candidates = self._ambiguous.get(item_id, [])
+        providers = " and ".join(f"{spec.distribution} {spec.version} (plugin {spec.plugin!r})" for spec in candidates)
+        pins = " or ".join(f"VISTA_PREFER={item_id}={spec.distribution}" for spec in candidates)
+        return (f"{self.kind} id {item_id!r} is registered by {providers}, and none of them is first-party or "
+                f"pinned, so VISTA will not guess. Choose one with {pins} (or [prefer] in plugins.toml), "
+                f"or uninstall the one you do not want.")
 
     def _resolve_id(self, item_id: str) -> str | None:
-        if item_id in self._items:
+        if item_id in self._candidates:
             return item_id
         # Routed ids: an item registered as "prefix/*" serves every "prefix/<rest>" (e.g. remote/<env id>).
-        for known in self._items:
+        for known in self._candidates:
             if known.endswith("/*") and item_id.startswith(known[:-1]) and len(item_id) > len(known) - 1:
                 return known
         # An unversioned id picks the newest version, as gymnasium does for "name" vs "name-vN".
@@ -152,7 +214,7 @@ class Registry:
             return None
         candidates = [
             (split_version(known)[1] or 0, known)
-            for known in self._items
+            for known in self._candidates
             if split_version(known)[0] == base or split_version(known)[0].split("/")[-1] == base
         ]
         if not candidates:
@@ -166,17 +228,19 @@ class Registry:
         resolved = self._resolve_id(item_id)
         if resolved is None:
             raise UnknownItemError(self._unknown_message(item_id, installed_plugins or []))
+        if resolved in self._ambiguous:
+            raise DuplicateItemError(self.ambiguity_message(resolved))
         return self._items[resolved]
 
     def _unknown_message(self, item_id: str, installed_plugins: list[str]) -> str:
-        close = difflib.get_close_matches(item_id, list(self._items), n=5, cutoff=0.4)
-        short = [known for known in self._items if item_id.lower() in known.lower()]
+        close = difflib.get_close_matches(item_id, list(self._candidates), n=5, cutoff=0.4)
+        short = [known for known in self._candidates if item_id.lower() in known.lower()]
         suggestions = list(dict.fromkeys(close + short))[:5]
         lines = [f"No {self.kind[:-1] if self.kind.endswith('s') else self.kind} with id {item_id!r}."]
         if suggestions:
             lines.append("Did you mean: " + ", ".join(suggestions) + "?")
-        elif self._items:
-            lines.append("Known ids: " + ", ".join(sorted(self._items)[:20]))
+        elif self._candidates:
+            lines.append("Known ids: " + ", ".join(sorted(self._candidates)[:20]))
         lines.append(
             "Installed plugins: " + (", ".join(installed_plugins) if installed_plugins else "(none)")
         )
