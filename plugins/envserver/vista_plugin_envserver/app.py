@@ -44,10 +44,10 @@ from vista_plugin_envserver.codec import (
     pack,
     unpack,
 )
-from vista_plugin_envserver.limits import ClientLimits, LimitError, nesting_depth, short
+from vista_plugin_envserver.limits import ClientLimits, LimitError
 from vista_plugin_envserver.sessions import Session, SessionError, SessionManager
 from vista_rl.env import Env
-from vista_rl.http_auth import BearerAuth
+from vista_rl.serving import BearerAuth, nesting_depth, short
 
 
 @dataclass

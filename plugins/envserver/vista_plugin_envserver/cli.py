@@ -45,7 +45,7 @@ def env_server_command(env_ids: tuple[str, ...], host: str, port: int, token: st
     from vista_plugin_envserver.app import ServerSettings
     from vista_plugin_envserver.limits import ClientLimits, parse_key_rule
     from vista_plugin_envserver.server import serve
-    from vista_rl.http_auth import exposure_warning
+    from vista_rl.serving import exposure_warning
 
     for env_id in env_ids:
         vista_rl.host().spec("envs", env_id)  # unknown ids fail now, with suggestions, not on first use

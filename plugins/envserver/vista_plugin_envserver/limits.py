@@ -16,11 +16,11 @@ sessions took a server to 8 GB.  Two layers, as request validation in model serv
 from __future__ import annotations
 
 import math
-import reprlib
 from dataclasses import dataclass
 from typing import Any
 
 from vista_rl.observation import Observation
+from vista_rl.serving import nesting_depth, short
 
 
 class LimitError(Exception):
@@ -82,32 +82,6 @@ def parse_key_rule(text: str) -> tuple[str, KeyRule]:
         except ValueError:
             choices.append(choice)
     return key, KeyRule(choices=tuple(choices))
-
-
-def short(value: Any, limit: int = 80) -> str:
-    """A bounded repr for error messages (a hostile value can be huge or deeply nested)."""
-    shortener = reprlib.Repr()
-    shortener.maxstring = shortener.maxother = limit
-    shortener.maxlevel = 3
-    text = shortener.repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
-def nesting_depth(value: Any, stop_at: int) -> int:
-    """How deep lists and maps nest in ``value`` (iterative, so no input can exhaust the stack;
-    stops counting past ``stop_at``)."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        deepest = max(deepest, depth)
-        if deepest > stop_at:
-            return deepest
-        if isinstance(item, dict):
-            stack.extend((child, depth + 1) for child in item.values())
-        elif isinstance(item, (list, tuple)):
-            stack.extend((child, depth + 1) for child in item)
-    return deepest
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,12 @@
-"""Bearer-token auth for VISTA's HTTP servers (``vista env-server``, ``vista serve``), in one place.
+"""Guards shared by VISTA's HTTP servers (``vista env-server``, ``vista serve``), in one place.
 
-A pure ASGI middleware (no framework import, so the core stays dependency-free): every route but
-the ones named open (``/health``, for load-balancer probes) needs ``Authorization: Bearer TOKEN``.
-Guarding at the ASGI layer, not per route, is what keeps framework routes such as FastAPI's
-``/docs`` and ``/openapi.json`` from being left open when a token is set.
+- :class:`BearerAuth`: a pure ASGI middleware (no framework import, so the core stays
+  dependency-free): every route but the ones named open (``/health``, for load-balancer probes)
+  needs ``Authorization: Bearer TOKEN``.  Guarding at the ASGI layer, not per route, is what keeps
+  framework routes such as FastAPI's ``/docs`` and ``/openapi.json`` from being left open.
+- :func:`exposure_warning`: the warning for a non-loopback bind without a token.
+- :func:`nesting_depth` and :func:`short`: bounding hostile request bodies (a JSON body nested
+  100,000 deep, a value whose repr is a megabyte) without recursion.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import json
+import reprlib
 from collections.abc import Awaitable, Callable, Iterable, MutableMapping
 from typing import Any
 
@@ -84,3 +88,29 @@ class BearerAuth:
                     "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                                 (b"www-authenticate", b"Bearer")]})
         await send({"type": "http.response.body", "body": body})
+
+
+def nesting_depth(value: Any, stop_at: int) -> int:
+    """How deep lists and maps nest in ``value`` (iterative, so no input can exhaust the stack;
+    stops counting once past ``stop_at``)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if deepest > stop_at:
+            return deepest
+        if isinstance(item, dict):
+            stack.extend((child, depth + 1) for child in item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend((child, depth + 1) for child in item)
+    return deepest
+
+
+def short(value: Any, limit: int = 80) -> str:
+    """A bounded repr for error messages (a hostile value can be huge or deeply nested)."""
+    shortener = reprlib.Repr()
+    shortener.maxstring = shortener.maxother = limit
+    shortener.maxlevel = 3
+    text = shortener.repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
