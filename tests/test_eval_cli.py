@@ -10,6 +10,7 @@ import yaml
 
 from tests.rollout_testkit import RolloutTestPlugin
 from vista_rl.cli.main import main
+from vista_rl.model_paths import looks_like_path
 from vista_rl.store import RunReader
 
 ODD = "oddshape/odd-colour-v0"
@@ -186,3 +187,23 @@ def test_eval_resume_refuses_a_different_env(tmp_path, capsys):
                            "--set", "env.config.grid=5", "--out", str(out), "--no-html", "--resume")
     assert code != 0 and "cannot resume" in text and "env.config" in text
     assert _seeds_in(out) == [0]
+
+
+@pytest.mark.parametrize(("spec", "path_like"), [
+    ("/abs/model", True), ("./m", True), ("../m", True), ("~/m", True), ("a/b/c", True), ("m/", True),
+    ("runs\\m", True), ("runs/tiny-typo", True),  # runs/ exists in the test's working directory
+    ("Qwen/Qwen2.5-VL-3B-Instruct", False), ("gpt2", False), ("http://127.0.0.1:8000/v1", False),
+])
+def test_looks_like_path(tmp_path, monkeypatch, spec, path_like):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    assert looks_like_path(spec) is path_like
+
+
+def test_a_path_like_model_spec_that_does_not_exist_fails_at_once(tmp_path, monkeypatch, capsys):
+    # issue 13 item 7: --model transformers:runs/tiny-typo spent 148 s in hub retries before failing
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs" / "tiny").mkdir(parents=True)
+    code, text = vista_cli(capsys, "eval", "--env", ODD, "--model", "transformers:runs/tiny-typo",
+                           "--episodes", "1", "--out", str(tmp_path / "o"))
+    assert code != 0 and "runs/tiny-typo does not exist" in text and "tiny" in text

@@ -32,6 +32,7 @@ from vista_rl.cli.trajectories import metrics_table
 from vista_rl.config import RunConfig, load_config
 from vista_rl.errors import VistaError
 from vista_rl.model import ModelBackend
+from vista_rl.model_paths import ModelPathError, check_model_path
 from vista_rl.rollout import RolloutEngine, RolloutMetrics, episode_specs
 from vista_rl.store import RunWriter
 from vista_rl.store.layout import CONFIG_FILE, TRAJECTORIES_FILE
@@ -98,10 +99,10 @@ def build_backend(config: RunConfig) -> ModelBackend:
     if config.model.path is not None:
         kwargs["path"] = config.model.path
     where = f"{config.model.backend}:{config.model.path}" if config.model.path else config.model.backend
-    path = config.model.path
-    if path and "://" not in path and path.startswith(("/", "./", "../", "~")) and not Path(path).expanduser().exists():
-        raise click.ClickException(f"could not start model backend {where}: {path} does not exist "
-                                   "(give a model directory, a file, or a URL)")
+    try:
+        check_model_path(config.model.path)  # a path-like typo fails here, not after minutes of hub retries
+    except ModelPathError as exc:
+        raise click.ClickException(f"could not start model backend {where}: {exc}") from None
     try:
         return vista_rl.make_model(config.model.backend, **kwargs)
     except VistaError:

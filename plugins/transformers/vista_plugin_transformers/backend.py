@@ -97,9 +97,14 @@ class TransformersBackend(ModelBackend):
             raise ValueError("transformers backend given a model object also needs its processor")
         if logprobs_mode not in ("processed", "raw"):
             raise ValueError(f"logprobs_mode must be 'processed' or 'raw', not {logprobs_mode!r}")
+        self.path = path
+        if path is not None and (processor is None or model is None):
+            from vista_plugin_transformers.hub import resolve_pretrained
+
+            # before importing transformers (seconds): a typo or an unreachable hub fails at once
+            path = resolve_pretrained(path)
         from transformers import AutoModelForImageTextToText, AutoProcessor
 
-        self.path = path
         if processor is None:
             processor = AutoProcessor.from_pretrained(path, trust_remote_code=trust_remote_code)
         if model is None:
