@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from vista_rl import Env, Observation, StepResult
 from vista_rl.env import episode_seed
 from vista_rl.games.formats import FormatSpec, PromptFormat, format_spec
+from vista_rl.observation import escape_placeholders
 from vista_rl.parsing import parse_response, split_actions
 
 RenderMode = Literal["vision", "text", "both"]
@@ -152,7 +153,7 @@ class TextGameEnv(Env):
             body = (body + "\n" if body else "") + self._text_grid()
         reminder = (f"Decide your next action(s): up to {self.config.max_actions_per_step}, separated by "
                     f"{self.config.action_sep!r}, as {self._format.skeleton()}.")
-        return Observation(f"{lead}\n{body}\n{reminder}", images)
+        return Observation(f"{escape_placeholders(lead)}\n{body}\n{reminder}", images)  # lead may echo the model
 
     def _truth(self) -> tuple[dict[str, Any], list[dict[str, str]]]:
         """Fresh objects every call: callers may keep and mutate what an info dict holds."""
@@ -179,7 +180,7 @@ class TextGameEnv(Env):
         except Exception as exc:  # noqa: BLE001 - an env must turn its own failures into results
             self._done = True
             message = f"The environment failed on this action ({type(exc).__name__}: {exc}); the episode ends."
-            return StepResult(Observation(message), 0.0, False, True,
+            return StepResult(Observation(escape_placeholders(message)), 0.0, False, True,
                               {"success": False, "format_ok": False, "action_valid": False,
                                "action_effective": False, "error": f"{type(exc).__name__}: {exc}"})
 
