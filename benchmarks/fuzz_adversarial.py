@@ -317,9 +317,9 @@ def run(per_env: int, server: int, serve: int, seed: int, use_ray: bool) -> dict
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--per-env", type=int, default=400, help="strings stepped through each registered env")
-    parser.add_argument("--server", type=int, default=2000, help="strings sent as env-server actions")
-    parser.add_argument("--serve", type=int, default=300, help="strings sent to vista serve")
+    parser.add_argument("--per-env", type=int, default=300, help="strings stepped through each registered env")
+    parser.add_argument("--server", type=int, default=4000, help="strings sent as env-server actions")
+    parser.add_argument("--serve", type=int, default=200, help="strings sent to vista serve")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-ray", action="store_true", help="skip the ray and ray/* env ids (no Ray start)")
     args = parser.parse_args(argv)
