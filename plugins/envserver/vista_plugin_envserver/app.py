@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import threading
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -167,6 +168,7 @@ def create_app(settings: ServerSettings, make_env: Callable[[str, dict[str, Any]
     if settings.token:
         app.add_middleware(BearerAuth, token=settings.token, open_paths=("/health",))  # type: ignore[arg-type]
     limits = settings.limits
+    probe_lock = threading.Lock()
 
     async def run(fn: Callable[[], Any]) -> Any:
         return await asyncio.get_running_loop().run_in_executor(executor, fn)
@@ -261,10 +263,12 @@ def create_app(settings: ServerSettings, make_env: Callable[[str, dict[str, Any]
         def probe(made: list[Session]) -> None:
             # A client-chosen config is tried once before it is handed out: frames past the caps
             # are refused now, before the client holds sessions that each cost hundreds of MB.
+            # One probe at a time, so hostile clients in parallel cost one oversized frame, not many.
             try:
-                with made[0].lock:
+                with probe_lock, made[0].lock:
                     observation, _info = made[0].env.reset(seed=0)
-                limits.check_observation(observation)
+                    limits.check_observation(observation)
+                    del observation
             except BaseException:
                 sessions.close([s.id for s in made])
                 raise
