@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from tests.rollout_testkit import RolloutTestPlugin
 from vista_rl.cli.main import main
 from vista_rl.config import RolloutSection
+from vista_rl.model_paths import looks_like_path
 from vista_rl.store import RunReader
 
 ODD = "oddshape/odd-colour-v0"
@@ -162,3 +163,72 @@ def test_progress_and_summary_survive_a_model_that_breaks(tmp_path, capsys, vist
                            "--out", str(tmp_path / "down"))
     assert code == 0 and "connection dropped" in text
     assert len(list(RunReader(Path(tmp_path / "down")))) == 2
+
+
+def _seeds_in(out: Path) -> list[int]:
+    return [json.loads(line)["seed"] for line in (out / "trajectories.jsonl").read_text().splitlines()]
+
+
+def test_eval_refuses_an_out_dir_that_holds_a_run(tmp_path, capsys):
+    # issue 13 item 4: a second eval into the same --out appended silently (seeds repeated and
+    # metrics.json described only the second run)
+    out = tmp_path / "run"
+    args = ("eval", "--env", ODD, "--model", "scripted:oracle", "--episodes", "3", "--out", str(out), "--no-html")
+    assert vista_cli(capsys, *args)[0] == 0
+    before = (out / "trajectories.jsonl").read_bytes()
+    code, text = vista_cli(capsys, *args)
+    assert code != 0 and "already holds trajectories" in text and "--resume" in text
+    assert (out / "trajectories.jsonl").read_bytes() == before
+    assert json.loads((out / "metrics.json").read_text())["episodes"] == 3
+
+
+def test_eval_resume_repairs_a_cut_line_and_runs_only_missing_seeds(tmp_path, capsys):
+    out = tmp_path / "run"
+    base = ("eval", "--env", ODD, "--model", "scripted:oracle", "--out", str(out), "--no-html")
+    assert vista_cli(capsys, *base, "--episodes", "3")[0] == 0
+    path = out / "trajectories.jsonl"
+    data = path.read_bytes()
+    path.write_bytes(data[:-200])  # a crash in the middle of the third record's write
+    code, text = vista_cli(capsys, *base, "--episodes", "5", "--resume")
+    assert code == 0, text
+    assert "2 episode(s) already recorded" in text
+    lines = path.read_text().splitlines()
+    assert all(json.loads(line) for line in lines)  # no record glued to a fragment
+    assert _seeds_in(out) == [0, 1, 2, 3, 4]  # seed 2 (cut) rerun once, none repeated
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["episodes"] == len(RunReader(out)) == 5 and metrics["seeds"] == 5
+    assert metrics["resumed"]["recorded_before"] == 2 and metrics["resumed"]["repaired_bytes"] > 0
+    # nothing left to do: a second resume runs nothing and the metrics still describe the file
+    assert vista_cli(capsys, *base, "--episodes", "5", "--resume")[0] == 0
+    assert _seeds_in(out) == [0, 1, 2, 3, 4]
+    assert json.loads((out / "metrics.json").read_text())["episodes"] == 5
+
+
+def test_eval_resume_refuses_a_different_env(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert vista_cli(capsys, "eval", "--env", ODD, "--model", "scripted:oracle", "--episodes", "1",
+                     "--out", str(out), "--no-html")[0] == 0
+    code, text = vista_cli(capsys, "eval", "--env", ODD, "--model", "scripted:oracle", "--episodes", "2",
+                           "--set", "env.config.grid=5", "--out", str(out), "--no-html", "--resume")
+    assert code != 0 and "cannot resume" in text and "env.config" in text
+    assert _seeds_in(out) == [0]
+
+
+@pytest.mark.parametrize(("spec", "path_like"), [
+    ("/abs/model", True), ("./m", True), ("../m", True), ("~/m", True), ("a/b/c", True), ("m/", True),
+    ("runs\\m", True), ("runs/tiny-typo", True),  # runs/ exists in the test's working directory
+    ("Qwen/Qwen2.5-VL-3B-Instruct", False), ("gpt2", False), ("http://127.0.0.1:8000/v1", False),
+])
+def test_looks_like_path(tmp_path, monkeypatch, spec, path_like):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()
+    assert looks_like_path(spec) is path_like
+
+
+def test_a_path_like_model_spec_that_does_not_exist_fails_at_once(tmp_path, monkeypatch, capsys):
+    # issue 13 item 7: --model transformers:runs/tiny-typo spent 148 s in hub retries before failing
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs" / "tiny").mkdir(parents=True)
+    code, text = vista_cli(capsys, "eval", "--env", ODD, "--model", "transformers:runs/tiny-typo",
+                           "--episodes", "1", "--out", str(tmp_path / "o"))
+    assert code != 0 and "runs/tiny-typo does not exist" in text and "tiny" in text

@@ -196,6 +196,8 @@ PUBLIC_MODULES = frozenset({
     "vista_rl.rollout",
     "vista_rl.store",
     "vista_rl.engine_contract",
+    "vista_rl.serving",
+    "vista_rl.model_paths",
 })
 CONSUMERS = ("plugins/*/**/*.py", "contrib/*/**/*.py", "sdk/**/*.py", "templates/**/*.py")
 DOC_PAGES = ("README.md", "CONTRIBUTING.md", "docs/**/*.md", "plugins/*/README.md", "contrib/*/README.md",

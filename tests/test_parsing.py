@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from vista_rl.observation import Observation
 from vista_rl.parsing import ResponseFormat, parse_response, split_actions
 
 THINK_ANSWER = ResponseFormat(required=("think", "answer"))
@@ -138,3 +139,13 @@ def test_split_actions():
     assert split_actions("Up, Left,,Down ", ",", max_actions=2) == ["Up", "Left"]
     assert split_actions(None) == []
     assert split_actions("Up|Down", "|") == ["Up", "Down"]
+
+
+@pytest.mark.parametrize("text", [
+    "<tool_call><think><image><observation>",  # the fuzz's find: oddshape and count-objects raised on it
+    '<tool_call>{"name": <image>}</tool_call>',
+])
+def test_quoted_model_text_in_messages_never_claims_an_image(text):
+    parsed = parse_response(text)
+    assert parsed.errors and "<image>" not in " ".join(parsed.errors)
+    Observation(parsed.feedback)  # an env may put the feedback in an observation without images

@@ -16,7 +16,7 @@ from tests.rollout_testkit import CharTokenBackend, RolloutTestPlugin
 from vista_rl.config import RunConfig
 from vista_rl.errors import VistaError
 from vista_rl.rollout import EpisodeSpec, RolloutEngine, RolloutMetrics, episode_specs
-from vista_rl.store import RunReader, RunWriter, image_hash
+from vista_rl.store import RunExistsError, RunReader, RunWriter, image_hash
 from vista_rl.trajectory import Trajectory, Turn
 
 COUNTER = "test/counter-v0"
@@ -143,3 +143,19 @@ def test_config_yaml_is_the_resolved_config(tmp_path):
     RunWriter(tmp_path, config).close()
     data = yaml.safe_load((tmp_path / "config.yaml").read_text())
     assert RunConfig.model_validate(data) == config
+
+
+def test_writer_refuses_a_used_run_dir_and_resume_repairs_a_cut_line(tmp_path):
+    # issue 13 item 4: appending after a cut last line glued the next record onto the fragment
+    _write_run(tmp_path, episode_specs(COUNTER, range(2)))
+    with pytest.raises(RunExistsError, match="already holds trajectories"):
+        RunWriter(tmp_path, html=False)
+    path = tmp_path / "trajectories.jsonl"
+    with open(path, "a") as handle:
+        handle.write('{"env_id": "test/counter-v0", "tu')
+    with RunWriter(tmp_path, html=False, resume=True) as writer:
+        assert writer.repaired_bytes == len('{"env_id": "test/counter-v0", "tu')
+        assert writer.recorded == {(COUNTER, 0, 0), (COUNTER, 1, 0)}
+        writer.write(Trajectory(COUNTER, 2))
+    reader = RunReader(tmp_path)
+    assert [t.seed for t in reader] == [0, 1, 2] and reader.skipped_lines == 0

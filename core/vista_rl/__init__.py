@@ -4,7 +4,7 @@
 
 This module is the public API (see "Public API" in CONTRIBUTING.md): plugins import what they need
 from here, plus the documented subpackages ``vista_rl.hookspecs``, ``vista_rl.config``,
-``vista_rl.engine_contract``, ``vista_rl.rollout``, ``vista_rl.store`` and ``vista_rl.cli``.  Every other module
+``vista_rl.engine_contract``, ``vista_rl.serving``, ``vista_rl.model_paths``, ``vista_rl.rollout``, ``vista_rl.store`` and ``vista_rl.cli``.  Every other module
 is internal and may change in any release; ``tests/test_import_graph.py`` holds first-party plugins
 to that line.
 """
@@ -43,6 +43,7 @@ from vista_rl.observation import (
     Message,
     Observation,
     count_placeholders,
+    escape_placeholders,
     image_to_data_url,
     observation_fingerprint,
 )
@@ -141,6 +142,7 @@ __all__ = [
     "UnknownItemError",
     "VistaError",
     "count_placeholders",
+    "escape_placeholders",
     "episode_seed",
     "get_plugins",
     "hookimpl",

@@ -26,6 +26,13 @@ def count_placeholders(text: str) -> int:
     return text.count(IMAGE_PLACEHOLDER)
 
 
+def escape_placeholders(text: str) -> str:
+    """Model or tool text that happens to contain ``<image>`` must not be taken for an image slot:
+    an env that echoes the model's output into its feedback would otherwise build an observation
+    whose placeholders outnumber its images."""
+    return text.replace(IMAGE_PLACEHOLDER, "<image >")
+
+
 def image_to_data_url(image: Image.Image, image_format: str = "PNG") -> str:
     """Encode an image as a ``data:`` URL, the form OpenAI-compatible servers accept."""
     buffer = io.BytesIO()

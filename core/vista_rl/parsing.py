@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from vista_rl.observation import escape_placeholders
+
 KNOWN_TAGS: tuple[str, ...] = ("think", "answer", "observation", "reasoning", "prediction", "tool_call")
 _TAG_RE = re.compile(r"<(/?)(" + "|".join(KNOWN_TAGS) + r")>", re.IGNORECASE)
 _PREVIEW = 60
@@ -85,7 +87,9 @@ class ResponseFormat:
 
 
 def _preview(text: str) -> str:
-    text = text.replace("\n", " ")
+    """A short quote of model text for an error message.  ``<image>`` is escaped: envs put these
+    messages into observations, where a quoted placeholder would claim an image that is not there."""
+    text = escape_placeholders(text.replace("\n", " "))
     return text if len(text) <= _PREVIEW else text[:_PREVIEW] + "..."
 
 

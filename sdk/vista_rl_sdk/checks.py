@@ -40,6 +40,7 @@ ADVERSARIAL_ACTIONS: dict[str, str] = {
     "lone-surrogate": "\ud800",  # a str Python holds but UTF-8 cannot encode
     "empty": "",
     "one-megabyte": "<think>" + "x" * 1_000_000 + "</think><answer>",
+    "image-placeholder": "<image><prediction><image>",  # echoed in feedback: more slots than images
 }
 #: What ``check_env`` steps every env with: none may raise.
 GARBAGE_ACTIONS: tuple[str, ...] = (

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import yaml
 from click.core import ParameterSource
 from rich.console import Console
 from rich.progress import (
@@ -31,8 +32,11 @@ from vista_rl.cli.trajectories import metrics_table
 from vista_rl.config import RunConfig, load_config
 from vista_rl.errors import VistaError
 from vista_rl.model import ModelBackend
+from vista_rl.model_paths import ModelPathError, check_model_path
 from vista_rl.rollout import RolloutEngine, RolloutMetrics, episode_specs
 from vista_rl.store import RunWriter
+from vista_rl.store.layout import CONFIG_FILE, TRAJECTORIES_FILE
+from vista_rl.trajectory import Trajectory
 
 # flag name -> dotted config key
 _FLAG_KEYS = {
@@ -96,10 +100,10 @@ def build_backend(config: RunConfig) -> ModelBackend:
     if config.model.path is not None:
         kwargs["path"] = config.model.path
     where = f"{config.model.backend}:{config.model.path}" if config.model.path else config.model.backend
-    path = config.model.path
-    if path and "://" not in path and path.startswith(("/", "./", "../", "~")) and not Path(path).expanduser().exists():
-        raise click.ClickException(f"could not start model backend {where}: {path} does not exist "
-                                   "(give a model directory, a file, or a URL)")
+    try:
+        check_model_path(config.model.path)  # a path-like typo fails here, not after minutes of hub retries
+    except ModelPathError as exc:
+        raise click.ClickException(f"could not start model backend {where}: {exc}") from None
     try:
         return vista_rl.make_model(config.model.backend, **kwargs)
     except VistaError:
@@ -118,27 +122,74 @@ def check_env(config: RunConfig) -> None:
         raise click.ClickException(f"could not create env {config.env.id}: {type(exc).__name__}: {exc}") from None
 
 
-def run_eval(config: RunConfig, backend: ModelBackend, console: Console, html: bool = True) -> dict[str, Any]:
-    """Run the eval described by ``config`` and write its run directory; returns the summary."""
+def _check_resumable(config: RunConfig, out: Path) -> None:
+    """A resumed run must be the same eval: the same env and env config, or its seeds mean other
+    episodes and the metrics would mix two experiments."""
+    saved_path = out / CONFIG_FILE
+    if not saved_path.exists():
+        return
+    try:
+        saved = yaml.safe_load(saved_path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError:
+        saved = {}
+    saved_env = saved.get("env") if isinstance(saved, dict) else None
+    if not isinstance(saved_env, dict):
+        return
+    now = config.env.model_dump(mode="json")
+    for key in ("id", "config"):
+        if key in saved_env and saved_env.get(key) != now.get(key):
+            raise click.ClickException(
+                f"cannot resume {out}: it was run with env.{key}={saved_env.get(key)!r}, this eval has "
+                f"env.{key}={now.get(key)!r}; choose a new --out for a different eval")
+
+
+def run_eval(config: RunConfig, backend: ModelBackend, console: Console, html: bool = True,
+             resume: bool = False) -> dict[str, Any]:
+    """Run the eval described by ``config`` and write its run directory; returns the summary.
+
+    With ``resume`` the run directory may hold an earlier (interrupted) run of the same eval: its
+    recorded episodes are kept and skipped, and the metrics cover every record in the file."""
     rollout = config.rollout
     seeds = range(config.seed, config.seed + rollout.episodes)
     specs = episode_specs(config.env.id, seeds, rollout.group_size, config.env.config)
     metrics = RolloutMetrics()
     out = Path(config.output_dir)
+    if resume:
+        _check_resumable(config, out)
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("success {task.fields[success]}"), TimeElapsedColumn(), TimeRemainingColumn())
-    with RunWriter(out, config, html=html) as writer, RolloutEngine(backend, rollout, seed=config.seed) as engine:
+    with RunWriter(out, config, html=html, resume=resume) as writer, \
+            RolloutEngine(backend, rollout, seed=config.seed) as engine:
+        seen_seeds: set[int | None] = set()
+        unreadable = 0
+        for record in writer.existing:
+            try:
+                trajectory = Trajectory.from_dict(record)
+            except Exception:  # noqa: BLE001 - a record an older version wrote is counted, not fatal
+                unreadable += 1
+                continue
+            metrics.add(trajectory)
+            seen_seeds.add(trajectory.seed)
+        todo = [spec for spec in specs if (spec.env_id, spec.seed, spec.sample_index) not in writer.recorded]
+        if resume:
+            cut = f", cut a partial last line of {writer.repaired_bytes} bytes" if writer.repaired_bytes else ""
+            console.print(f"resuming {out}: {len(writer.existing)} episode(s) already recorded{cut}; "
+                          f"running the {len(todo)} missing", soft_wrap=True)
         with Progress(*columns, console=console, transient=True) as progress:
-            task = progress.add_task(f"eval {config.env.id}", total=len(specs), success="-")
-            for trajectory in engine.stream(specs):
+            task = progress.add_task(f"eval {config.env.id}", total=len(todo), success="-")
+            for trajectory in engine.stream(todo):
                 writer.write(trajectory)
                 metrics.add(trajectory)
+                seen_seeds.add(trajectory.seed)
                 progress.update(task, advance=1, success=f"{metrics.successes}/{metrics.episodes}")
         summary: dict[str, Any] = {
             "env": config.env.id, "model": f"{config.model.backend}:{config.model.path or ''}",
-            "seeds": rollout.episodes, "group_size": rollout.group_size, **metrics.summary(),
+            "seeds": len(seen_seeds), "group_size": rollout.group_size, **metrics.summary(),
             "timings": engine.timings.to_dict(),
         }
+        if resume:
+            summary["resumed"] = {"recorded_before": len(writer.existing), "run_now": len(todo),
+                                  "repaired_bytes": writer.repaired_bytes, "unreadable_records": unreadable}
         writer.write_metrics(summary)
     return summary
 
@@ -167,9 +218,11 @@ def run_eval(config: RunConfig, backend: ModelBackend, console: Console, html: b
               help="Run directory (default runs/eval-ENV-TIME).")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Config override, e.g. rollout.window_size=2.")
 @click.option("--no-html", is_flag=True, help="Skip writing trajectories.html.")
+@click.option("--resume", is_flag=True,
+              help="Continue an interrupted run in --out: keep its episodes, run only the missing ones.")
 @click.pass_context
 def eval_command(ctx: click.Context, config_file: Path | None, config_option: Path | None, sets: tuple[str, ...],
-                 no_html: bool, **values: Any) -> None:
+                 no_html: bool, resume: bool, **values: Any) -> None:
     """Evaluate a model backend on an environment: metrics with 95% CIs and saved trajectories."""
     if config_file and config_option and config_file != config_option:
         raise click.UsageError("give the config file once (positional CONFIG_FILE or --config)")
@@ -184,11 +237,16 @@ def eval_command(ctx: click.Context, config_file: Path | None, config_option: Pa
     elif not values.get("reflection") and not attempts_given:
         values["reflection_attempts"] = None if config_path else 1
     config = resolve_config(ctx, config_path, values, sets)
+    out = Path(config.output_dir)
+    if not resume and (out / TRAJECTORIES_FILE).exists() and (out / TRAJECTORIES_FILE).stat().st_size > 0:
+        raise click.ClickException(
+            f"{out} already holds trajectories of an earlier run; choose a new --out, or pass --resume "
+            "to keep them and run only the missing episodes")
     check_env(config)
     backend = build_backend(config)
     console = Console()
     try:
-        summary = run_eval(config, backend, console, html=not no_html)
+        summary = run_eval(config, backend, console, html=not no_html, resume=resume)
     finally:
         backend.close()
     console.print(metrics_table(summary, f"{config.env.id} · {summary['model']}"))
@@ -197,6 +255,5 @@ def eval_command(ctx: click.Context, config_file: Path | None, config_option: Pa
                       f"{summary['failure_examples'][0]}[/dark_orange]", soft_wrap=True)
     if summary["tokens_estimated"]:
         console.print("[dim]tokens estimated from text length (the backend reports no token ids)[/dim]")
-    out = Path(config.output_dir)
     console.print(f"trajectories, metrics and viewer written to {out} "
                   f"(vista trajectories show {out}; open {out / 'trajectories.html'})", soft_wrap=True)

@@ -8,15 +8,8 @@ from collections.abc import Mapping, Sequence
 
 from PIL import Image
 
-from vista_rl.observation import IMAGE_PLACEHOLDER, Message
+from vista_rl.observation import IMAGE_PLACEHOLDER, Message, escape_placeholders
 from vista_rl.tool import Tool, ToolResult
-
-_ESCAPED_PLACEHOLDER = "<image >"
-
-
-def escape_placeholders(text: str) -> str:
-    """Model or tool text that happens to contain ``<image>`` must not be taken for an image slot."""
-    return text.replace(IMAGE_PLACEHOLDER, _ESCAPED_PLACEHOLDER)
 
 
 def tools_prompt(tools: Mapping[str, Tool]) -> str:

@@ -3,6 +3,6 @@ resolved config, versions, metrics and an HTML viewer."""
 
 from vista_rl.store.images import image_hash, save_image
 from vista_rl.store.reader import RunReader
-from vista_rl.store.writer import RunWriter, versions
+from vista_rl.store.writer import RunExistsError, RunWriter, versions
 
-__all__ = ["RunReader", "RunWriter", "image_hash", "save_image", "versions"]
+__all__ = ["RunExistsError", "RunReader", "RunWriter", "image_hash", "save_image", "versions"]

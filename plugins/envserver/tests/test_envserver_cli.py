@@ -22,7 +22,7 @@ def test_cli_serves_with_token_and_config() -> None:
     port = _free_port()
     command = [sys.executable, "-c", "from vista_rl.cli import main; main()", "env-server",
                "--env", "oddshape/odd-colour-v0", "--port", str(port), "--token", "tok",
-               "--set", "grid=4", "--max-sessions", "8"]
+               "--set", "grid=4", "--max-sessions", "8", "--client-config", "grid=2..6"]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                env={**os.environ, "OMP_NUM_THREADS": "1"})
     url = f"http://127.0.0.1:{port}"
@@ -43,6 +43,12 @@ def test_cli_serves_with_token_and_config() -> None:
             observation, _ = env.reset(seed=2)
             assert observation.images[0].size == (4 * 56, 4 * 56)
         assert httpx.post(url + "/sessions", content=b"", timeout=5).status_code == 401
+        assert httpx.get(url + "/openapi.json", timeout=5).status_code == 401
+        auth = {"authorization": "Bearer tok"}
+        refused = httpx.post(url + "/sessions", json={"config": {"cell_size": 16}}, headers=auth, timeout=5)
+        assert refused.status_code == 403 and "cell_size" in refused.json()["error"]  # not on the allow-list
+        refused = httpx.post(url + "/sessions", json={"config": {"grid": 9}}, headers=auth, timeout=5)
+        assert refused.status_code == 422 and "maximum 6" in refused.json()["error"]
     finally:
         process.terminate()
         process.wait(timeout=20)

@@ -11,6 +11,7 @@ import pytest
 from vista_plugin_envserver.app import ServerSettings, create_app
 from vista_plugin_envserver.client import EnvServerClient, EnvServerError, ItemError, RemoteEnv
 from vista_plugin_envserver.codec import CONTENT_TYPE, pack, unpack
+from vista_plugin_envserver.limits import ClientLimits, KeyRule, parse_key_rule
 from vista_plugin_envserver.server import BackgroundServer
 
 import vista_rl
@@ -253,3 +254,72 @@ def test_remote_env_step_survives_a_dead_server() -> None:
     result = env.step("<answer>1</answer>")
     assert result.truncated and "unreachable" in result.info["env_error"]
     env.close()  # quiet even though the server is gone
+
+
+# ---------------------------------------------------------------- issue 13 item 5: hostile clients
+
+def test_client_config_that_renders_huge_frames_is_refused() -> None:
+    # {"size": 32, "tile_size": 256} made 192 MB FrozenLake frames; 8 sessions took a server to 8 GB
+    with BackgroundServer(ServerSettings(env_ids=["frozenlake/frozenlake-v0"])) as running:
+        client = EnvServerClient(running.url)
+        with pytest.raises(EnvServerError) as caught:
+            client.create(8, config={"size": 32, "tile_size": 256})
+        assert caught.value.status == 413 and "8192x8192" in caught.value.message
+        assert httpx.get(running.url + "/health", timeout=5).json()["sessions"]["open"] == 0  # none kept
+        with pytest.raises(EnvServerError) as caught:
+            client.create(1, config={"size": 10**9})
+        assert caught.value.status == 422 and "outside" in caught.value.message
+        small = client.create(1, config={"size": 4, "tile_size": 16})  # a sane config still works
+        observation, _ = client.reset([(small[0].id, 0)])[0]  # type: ignore[misc]
+        assert observation.images[0].size == (64, 64)
+
+
+def test_an_oversized_frame_fails_its_item_not_the_batch() -> None:
+    settings = ServerSettings(env_ids=[ENV_ID], env_config={ENV_ID: {"grid": 3, "cell_size": 24}},
+                              limits=ClientLimits(max_image_pixels=60 * 60))
+    with BackgroundServer(settings) as running:  # the operator's own config renders 72x72 frames
+        client = EnvServerClient(running.url)
+        session = client.create(1)[0]
+        result = client.reset([(session.id, 0)])[0]
+        assert isinstance(result, ItemError) and "72x72" in result.message
+        assert _healthy(running)
+
+
+def test_allow_listed_client_config_keys_and_ranges() -> None:
+    limits = ClientLimits(allowed={"grid": KeyRule(minimum=2, maximum=4), "palette": KeyRule(choices=("a", "b"))})
+    with BackgroundServer(ServerSettings(env_ids=[ENV_ID], limits=limits)) as running:
+        client = EnvServerClient(running.url)
+        for config, status, words in (({"cell_size": 8}, 403, "cell_size"), ({"grid": 5}, 422, "maximum 4"),
+                                      ({"grid": "3"}, 422, "must be a number"), ({"palette": "z"}, 422, "not one of")):
+            with pytest.raises(EnvServerError) as caught:
+                client.create(1, config=config)
+            assert caught.value.status == status and words in caught.value.message, caught.value.message
+        assert client.create(1, config={"grid": 3})
+
+
+@pytest.mark.parametrize("body", [
+    b"[" * 60_000,
+    b'{"config": {"a": ' + b"[" * 5_000 + b"]" * 5_000 + b"}}",
+    b'{"config": {"a": ' + b"[" * 500 + b"]" * 500 + b"}}",  # parses, but deeper than any real body
+    b"\x91" * 60_000,  # msgpack
+])
+def test_deeply_nested_bodies_are_400_not_500(server: BackgroundServer, body: bytes) -> None:
+    content_type = "application/msgpack" if body.startswith(b"\x91") else "application/json"
+    response = _post(server, "/sessions", body, {"content-type": content_type})
+    assert response.status_code == 400 and "malformed body" in response.json()["error"]
+    assert _healthy(server)
+
+
+@pytest.mark.parametrize("path", ["/docs", "/openapi.json", "/redoc"])
+def test_docs_need_the_token_when_one_is_set(token_server: BackgroundServer, path: str) -> None:
+    assert httpx.get(token_server.url + path, timeout=10).status_code == 401
+    assert httpx.get(token_server.url + path, headers={"authorization": f"Bearer {TOKEN}"}, timeout=10).status_code == 200
+
+
+def test_parse_key_rule() -> None:
+    assert parse_key_rule("size=2..8") == ("size", KeyRule(minimum=2, maximum=8))
+    assert parse_key_rule("size=..8") == ("size", KeyRule(maximum=8))
+    assert parse_key_rule("slippery=true|false") == ("slippery", KeyRule(choices=(True, False)))
+    assert parse_key_rule("seed_offset") == ("seed_offset", KeyRule())
+    with pytest.raises(ValueError, match="MIN..MAX"):
+        parse_key_rule("size=a..b")

@@ -13,14 +13,19 @@ Reset and step are batched: one request moves many sessions, which is what makes
 (HTTP and event-loop overhead is paid once per batch, not once per env).  Every session id in a
 batch is checked before anything runs, so a bad id changes nothing; an env that raises fails only
 its own item (``{"ok": false, "error": ...}``), never the batch or the server.
+
+With a token set, every route but ``/health`` needs it, FastAPI's ``/docs`` and ``/openapi.json``
+included.  What clients may configure, and how large the frames they get back may be, is bounded by
+:class:`~vista_plugin_envserver.limits.ClientLimits`; a request past a limit gets a 4xx that says
+which one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import hmac
 import json
+import threading
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -40,8 +45,10 @@ from vista_plugin_envserver.codec import (
     pack,
     unpack,
 )
+from vista_plugin_envserver.limits import ClientLimits, LimitError
 from vista_plugin_envserver.sessions import Session, SessionError, SessionManager
 from vista_rl import Env
+from vista_rl.serving import BearerAuth, nesting_depth, short
 
 
 @dataclass
@@ -57,6 +64,8 @@ class ServerSettings:
     max_batch: int = 1024
     allow_client_config: bool = True
     threads: int = 4
+    limits: ClientLimits = field(default_factory=ClientLimits)
+    max_json_depth: int = 32
 
 
 class _Body(BaseModel):
@@ -156,22 +165,15 @@ def create_app(settings: ServerSettings, make_env: Callable[[str, dict[str, Any]
     app = FastAPI(title="VISTA env server", lifespan=lifespan)
     app.state.sessions = sessions
     app.state.settings = settings
+    if settings.token:
+        app.add_middleware(BearerAuth, token=settings.token, open_paths=("/health",))  # type: ignore[arg-type]
+    limits = settings.limits
+    probe_lock = threading.Lock()
 
     async def run(fn: Callable[[], Any]) -> Any:
         return await asyncio.get_running_loop().run_in_executor(executor, fn)
 
-    def check_token(request: Request) -> None:
-        if settings.token is None:
-            return
-        header = request.headers.get("authorization", "")
-        scheme, _, presented = header.partition(" ")
-        if scheme.lower() != "bearer" or not presented:
-            raise HTTPError(401, "missing bearer token: send 'Authorization: Bearer <token>'")
-        if not hmac.compare_digest(presented.strip().encode(), settings.token.encode()):
-            raise HTTPError(401, "wrong bearer token")
-
     async def read_body(request: Request, model: type[BaseModel]) -> Any:
-        check_token(request)
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > settings.max_body_bytes:
             raise HTTPError(413, f"body of {declared} bytes exceeds the limit of {settings.max_body_bytes}")
@@ -191,6 +193,10 @@ def create_app(settings: ServerSettings, make_env: Callable[[str, dict[str, Any]
                 data = unpack(body) if body else {}
         except (CodecError, ValueError) as exc:
             raise HTTPError(400, f"malformed body: {exc}") from None
+        except RecursionError:
+            raise HTTPError(400, "malformed body: nested too deeply to parse") from None
+        if nesting_depth(data, settings.max_json_depth) > settings.max_json_depth:
+            raise HTTPError(400, f"malformed body: nested deeper than {settings.max_json_depth} levels")
         if not isinstance(data, dict):
             raise HTTPError(400, f"malformed body: expected a map at the top level, got {type(data).__name__}")
         try:
@@ -241,19 +247,41 @@ def create_app(settings: ServerSettings, make_env: Callable[[str, dict[str, Any]
             raise HTTPError(404, f"this server hosts {', '.join(settings.env_ids)}, not {env_id!r}")
         if body.config and not settings.allow_client_config:
             raise HTTPError(403, "this server does not accept per-session env config")
+        if body.config:
+            try:
+                limits.check_config(env_id, body.config)
+            except LimitError as exc:
+                raise HTTPError(exc.status, exc.message) from None
 
         def create() -> list[dict[str, Any]]:
             made = sessions.create(env_id, body.config, body.count)
+            if body.config:
+                probe(made)
             return [{"id": s.id, "env_id": s.env_id, "system_prompt": s.env.system_prompt(),
                      "tools": list(s.env.tools)} for s in made]
+
+        def probe(made: list[Session]) -> None:
+            # A client-chosen config is tried once before it is handed out: frames past the caps
+            # are refused now, before the client holds sessions that each cost hundreds of MB.
+            # One probe at a time, so hostile clients in parallel cost one oversized frame, not many.
+            try:
+                with probe_lock, made[0].lock:
+                    observation, _info = made[0].env.reset(seed=0)
+                    limits.check_observation(observation)
+                    del observation
+            except BaseException:
+                sessions.close([s.id for s in made])
+                raise
 
         try:
             created = await run(create)
         except SessionError as exc:
             raise HTTPError(exc.status, str(exc)) from None
+        except LimitError as exc:
+            raise HTTPError(exc.status, f"config {short(body.config)} refused: {exc.message}") from None
         except Exception as exc:  # noqa: BLE001 - a bad config must not crash the server
-            raise HTTPError(400, f"could not create env {env_id!r} with config {body.config}: "
-                                 f"{type(exc).__name__}: {exc}") from None
+            raise HTTPError(400, f"could not create env {env_id!r} with config {short(body.config)}: "
+                                 f"{type(exc).__name__}: {short(str(exc), 300)}") from None
         return reply({"sessions": created})
 
     @app.post("/reset")
@@ -263,6 +291,7 @@ def create_app(settings: ServerSettings, make_env: Callable[[str, dict[str, Any]
 
         def reset_one(session: Session, item: ResetItem) -> dict[str, Any]:
             observation, info = session.env.reset(seed=item.seed)
+            limits.check_observation(observation)
             session.episodes += 1
             return {"observation": encode_observation(observation, body.image_encoding), "info": info}
 
@@ -278,6 +307,7 @@ def create_app(settings: ServerSettings, make_env: Callable[[str, dict[str, Any]
 
         def step_one(session: Session, item: StepItem) -> dict[str, Any]:
             result = session.env.step(item.action)
+            limits.check_observation(result.observation)
             session.steps += 1
             return encode_step(result, body.image_encoding)
 

@@ -30,13 +30,22 @@ from vista_rl.config import apply_overrides
 @click.option("--threads", default=4, show_default=True, type=click.IntRange(1),
               help="Worker threads that run env calls (the event loop never blocks on an env).")
 @click.option("--no-client-config", is_flag=True, help="Refuse per-session env config from clients.")
+@click.option("--client-config", "client_config", multiple=True, metavar="KEY[=MIN..MAX|A|B]",
+              help="Allow clients to set only these env config keys, each optionally bounded "
+                   "(repeat: --client-config size=2..8 --client-config slippery=true|false). "
+                   "Without it any key, with small values only.")
+@click.option("--max-image-pixels", default=4096 * 4096, show_default=True, type=click.IntRange(1),
+              help="Largest image (width x height) a session may render; larger configs are refused.")
 def env_server_command(env_ids: tuple[str, ...], host: str, port: int, token: str | None,
                        overrides: tuple[str, ...], max_sessions: int, idle_timeout: float, max_body_mb: float,
-                       max_batch: int, threads: int, no_client_config: bool) -> None:
+                       max_batch: int, threads: int, no_client_config: bool, client_config: tuple[str, ...],
+                       max_image_pixels: int) -> None:
     """Serve many sessions of registered envs: batched reset/step, binary images, optional auth."""
     import vista_rl
     from vista_plugin_envserver.app import ServerSettings
+    from vista_plugin_envserver.limits import ClientLimits, parse_key_rule
     from vista_plugin_envserver.server import serve
+    from vista_rl.serving import exposure_warning
 
     for env_id in env_ids:
         vista_rl.host().spec("envs", env_id)  # unknown ids fail now, with suggestions, not on first use
@@ -44,10 +53,14 @@ def env_server_command(env_ids: tuple[str, ...], host: str, port: int, token: st
         defaults = apply_overrides({}, overrides)
     except ConfigError as exc:
         raise click.BadParameter(str(exc), param_hint="--set") from None
+    try:
+        allowed = dict(parse_key_rule(text) for text in client_config) if client_config else None
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--client-config") from None
     token = token or os.environ.get(TOKEN_ENV_VAR) or None
-    if host not in {"127.0.0.1", "localhost", "::1"} and token is None:
-        click.secho(f"warning: serving on {host} without --token: anyone who can reach this port can run the "
-                    "envs", fg="yellow", err=True)
+    warning = exposure_warning(host, token, "run the envs")
+    if warning:
+        click.secho(warning, fg="yellow", err=True)
     settings = ServerSettings(
         env_ids=list(env_ids),
         env_config={env_id: defaults for env_id in env_ids},
@@ -58,6 +71,8 @@ def env_server_command(env_ids: tuple[str, ...], host: str, port: int, token: st
         max_batch=max_batch,
         allow_client_config=not no_client_config,
         threads=threads,
+        limits=ClientLimits(allowed=allowed, max_image_pixels=max_image_pixels,
+                            max_observation_pixels=max(max_image_pixels, 4 * max_image_pixels)),
     )
     click.echo(f"vista env-server: {', '.join(env_ids)} on http://{host}:{port}"
                f"{' (bearer token required)' if token else ''}", err=True)

@@ -20,7 +20,15 @@ from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from vista_plugin_gamekit.formats import FormatSpec, PromptFormat, format_spec
-from vista_rl import Env, Observation, StepResult, episode_seed, parse_response, split_actions
+from vista_rl import (
+    Env,
+    Observation,
+    StepResult,
+    episode_seed,
+    escape_placeholders,
+    parse_response,
+    split_actions,
+)
 
 RenderMode = Literal["vision", "text", "both"]
 _PREVIEW = 40
@@ -150,7 +158,7 @@ class TextGameEnv(Env):
             body = (body + "\n" if body else "") + self._text_grid()
         reminder = (f"Decide your next action(s): up to {self.config.max_actions_per_step}, separated by "
                     f"{self.config.action_sep!r}, as {self._format.skeleton()}.")
-        return Observation(f"{lead}\n{body}\n{reminder}", images)
+        return Observation(f"{escape_placeholders(lead)}\n{body}\n{reminder}", images)  # lead may echo the model
 
     def _truth(self) -> tuple[dict[str, Any], list[dict[str, str]]]:
         """Fresh objects every call: callers may keep and mutate what an info dict holds."""
@@ -177,7 +185,7 @@ class TextGameEnv(Env):
         except Exception as exc:  # noqa: BLE001 - an env must turn its own failures into results
             self._done = True
             message = f"The environment failed on this action ({type(exc).__name__}: {exc}); the episode ends."
-            return StepResult(Observation(message), 0.0, False, True,
+            return StepResult(Observation(escape_placeholders(message)), 0.0, False, True,
                               {"success": False, "format_ok": False, "action_valid": False,
                                "action_effective": False, "error": f"{type(exc).__name__}: {exc}"})
 

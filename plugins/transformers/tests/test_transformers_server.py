@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -122,3 +123,97 @@ def test_generation_failure_is_a_500_and_the_server_recovers() -> None:
         assert "out of memory (simulated)" in failed.json()["error"]["message"]
         recovered = httpx.post(f"{running.url}/v1/chat/completions", json=request, timeout=30)
         assert recovered.json()["choices"][0]["message"]["content"] == "ok"
+
+
+# ---------------------------------------------------------------- issue 13 item 6: hostile requests
+
+def _png_header_only(width: int, height: int) -> str:
+    """A data URL whose PNG header claims ``width`` x ``height`` (no pixel data): what a client
+    sends to make the server decode a 1.2 GB image, without this test allocating one."""
+    import base64
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\x00" * 16)) + chunk(b"IEND", b"")
+    return "data:image/png;base64," + base64.b64encode(png).decode()
+
+
+def _post_chat(server: BackgroundServer, payload: dict[str, Any] | bytes, **kwargs: Any) -> httpx.Response:
+    if isinstance(payload, bytes):
+        return httpx.post(f"{server.url}/v1/chat/completions", content=payload,
+                          headers={"content-type": "application/json", **kwargs.pop("headers", {})}, timeout=120,
+                          **kwargs)
+    return httpx.post(f"{server.url}/v1/chat/completions", json=payload, timeout=120, **kwargs)
+
+
+def test_a_request_with_raw_image_pad_tokens_fails_alone(server: BackgroundServer) -> None:
+    # one such request used to fail 10-11 of the 12 well-formed requests batched with it
+    bad = {"messages": [{"role": "user", "content": "look <|image_pad|><|image_pad|> here"}], "max_tokens": 2}
+    colours = ["red", "green", "blue", "white", "black", "yellow", "purple", "orange", "gray", "pink", "brown"]
+    payloads = [_image_request(colour, max_tokens=2) for colour in colours]
+    payloads.insert(5, bad)
+    with concurrent.futures.ThreadPoolExecutor(len(payloads)) as pool:
+        responses = list(pool.map(lambda payload: _post_chat(server, payload), payloads))
+    statuses = [r.status_code for r in responses]
+    assert statuses == [200] * 5 + [400] + [200] * 6, [r.text[:200] for r in responses]
+    assert "<|image_pad|>" in responses[5].json()["error"]["message"]
+
+
+@pytest.mark.parametrize(("payload", "fragment"), [
+    ({"messages": [{"role": "user", "content": "hi"}], "seed": 2**70}, "seed"),
+    ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": _png_header_only(20000, 20000)}}]}]},
+     "image too large"),
+    ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": _png_header_only(5000, 5000)}}]}]},
+     "5000x5000"),
+    ({"messages": [{"role": "user", "content": "word " * 5000}], "max_tokens": 4}, "maximum context length is 4096"),
+    ({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4090}, "maximum context length is 4096"),
+    ({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 100_000}, "limit of 4096"),
+    ({"messages": [{"role": "user", "content": "hi"}], "n": 1000}, "n=1000"),
+    (b"[" * 100_000, "not valid JSON"),
+    (b'{"messages": ' + b"[" * 200 + b"]" * 200 + b"}", "nests deeper"),
+    (b"[1, 2]", "JSON object"),
+])
+def test_hostile_requests_get_400_with_a_message(server: BackgroundServer, payload: dict[str, Any] | bytes,
+                                                 fragment: str) -> None:
+    started = time.monotonic()
+    response = _post_chat(server, payload)
+    assert response.status_code == 400, response.text[:300]
+    assert fragment in response.json()["error"]["message"]
+    assert time.monotonic() - started < 30  # refused up front, never queued for generation
+    assert _post_chat(server, {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}).status_code == 200
+
+
+class _PoisonBackend(ModelBackend):
+    """A fake backend (named as such) whose batched generate fails whenever one chat says "poison":
+    a failure validation cannot foresee.  The server must retry the batch one by one."""
+
+    def generate(self, chats: Sequence[Chat], params: SamplingParams) -> list[list[Generation]]:
+        if any("poison" in message.content for chat in chats for message in chat):
+            raise RuntimeError("poisoned batch")
+        return [[Generation(text="ok")] for _ in chats]
+
+
+def test_a_failing_batch_is_retried_one_by_one() -> None:
+    with BackgroundServer(create_app(_PoisonBackend(), "p", batch_window_ms=200.0)) as running:
+        texts = ["a", "b", "poison", "c", "d"]
+        with concurrent.futures.ThreadPoolExecutor(len(texts)) as pool:
+            responses = list(pool.map(lambda text: _post_chat(running, {"messages": [{"role": "user", "content": text}]}),
+                                      texts))
+        assert [r.status_code for r in responses] == [200, 200, 500, 200, 200]
+        assert "poisoned batch" in responses[2].json()["error"]["message"]
+
+
+def test_token_auth_guards_everything_but_health(backend: TransformersBackend) -> None:
+    with BackgroundServer(create_app(backend, "tiny", token="s3cret")) as running:
+        request = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
+        refused = _post_chat(running, request)
+        assert refused.status_code == 401 and "bearer token" in refused.json()["error"]["message"]
+        assert _post_chat(running, request, headers={"authorization": "Bearer nope"}).status_code == 401
+        for path in ("/docs", "/openapi.json", "/v1/models", "/stats"):
+            assert httpx.get(running.url + path, timeout=10).status_code == 401, path
+        assert httpx.get(running.url + "/health", timeout=10).status_code == 200
+        assert _post_chat(running, request, headers={"authorization": "Bearer s3cret"}).status_code == 200

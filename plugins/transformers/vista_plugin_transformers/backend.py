@@ -96,9 +96,14 @@ class TransformersBackend(ModelBackend):
             raise ValueError("transformers backend given a model object also needs its processor")
         if logprobs_mode not in ("processed", "raw"):
             raise ValueError(f"logprobs_mode must be 'processed' or 'raw', not {logprobs_mode!r}")
+        self.path = path
+        if path is not None and (processor is None or model is None):
+            from vista_plugin_transformers.hub import resolve_pretrained
+
+            # before importing transformers (seconds): a typo or an unreachable hub fails at once
+            path = resolve_pretrained(path)
         from transformers import AutoModelForImageTextToText, AutoProcessor
 
-        self.path = path
         if processor is None:
             processor = AutoProcessor.from_pretrained(path, trust_remote_code=trust_remote_code)
         if model is None:
@@ -129,6 +134,45 @@ class TransformersBackend(ModelBackend):
             if candidate is not None:
                 return int(candidate)
         return eos_ids[0] if eos_ids else 0
+
+    # ------------------------------------------------------------------ request validation
+    @property
+    def max_model_len(self) -> int | None:
+        """The context length: prompt plus generated tokens the model's positions cover."""
+        config = getattr(self.model, "config", None)
+        for owner in (getattr(config, "text_config", None), config):
+            value = getattr(owner, "max_position_embeddings", None)
+            if isinstance(value, int) and value > 0:
+                return value
+        value = getattr(self.tokenizer, "model_max_length", None)
+        return value if isinstance(value, int) and 0 < value < 10**7 else None
+
+    def special_token_strings(self) -> list[str]:
+        """The tokenizer's special tokens as text (``<|image_pad|>``, ``<|im_end|>``...)."""
+        found = set(getattr(self.tokenizer, "all_special_tokens", []) or [])
+        for token in (getattr(self.tokenizer, "added_tokens_decoder", None) or {}).values():
+            if getattr(token, "special", False):
+                found.add(str(token.content))
+        return sorted((token for token in found if token), key=len, reverse=True)
+
+    def check_prompt(self, chat: Chat) -> int:
+        """Validate one chat on its own and return its prompt length in tokens.
+
+        Raises ValueError with a message for the client.  A server runs this per request before
+        batching (as TGI's validation workers do), so a request that cannot be encoded, such as text
+        carrying raw ``<|image_pad|>`` tokens that no image backs, fails alone instead of failing
+        the ``generate`` call of every request batched with it."""
+        specials = self.special_token_strings()
+        for index, message in enumerate(chat):
+            for token in specials:
+                if token in message.content:
+                    raise ValueError(f"message {index} contains the special token {token!r} as text; special "
+                                     "tokens are the model's own (send images as image_url parts)")
+        try:
+            inputs = encode_chats(self.processor, [chat], padding_side="left")
+        except Exception as exc:  # noqa: BLE001 - any encoding failure is this request's fault
+            raise ValueError(f"the request cannot be encoded for this model: {type(exc).__name__}: {exc}") from None
+        return int(inputs["input_ids"].shape[1])
 
     # ------------------------------------------------------------------ generation
     def generate(self, chats: Sequence[Chat], params: SamplingParams) -> list[list[Generation]]:

@@ -20,29 +20,52 @@ def init_tiny_command(out_dir: Path, arch: str, seed: int) -> None:
     click.echo(f"tiny {arch} model (seed {seed}) written to {path}")
 
 
+SERVE_TOKEN_ENV_VAR = "VISTA_SERVE_TOKEN"
+
+
 @click.command("serve")
 @click.argument("model_dir")
-@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Interface to bind. Anything but loopback exposes the model to the network: use --token.")
 @click.option("--port", default=8000, show_default=True, type=int)
 @click.option("--device", default="auto", show_default=True, help="auto, cpu, cuda, cuda:1 ...")
 @click.option("--model-name", default=None, help="Name reported at /v1/models (default: MODEL_DIR).")
-@click.option("--batch-window-ms", default=20.0, show_default=True, type=float,
+@click.option("--batch-window-ms", default=20.0, show_default=True, type=click.FloatRange(min=0.0),
               help="How long the first waiting request waits for others to join its batch.")
-@click.option("--max-batch-size", default=64, show_default=True, type=int)
-@click.option("--max-tokens", "default_max_tokens", default=256, show_default=True, type=int,
+@click.option("--max-batch-size", default=64, show_default=True, type=click.IntRange(1))
+@click.option("--max-tokens", "default_max_tokens", default=256, show_default=True, type=click.IntRange(1),
               help="max_tokens when a request gives none.")
+@click.option("--max-tokens-limit", default=4096, show_default=True, type=click.IntRange(1),
+              help="Largest max_tokens a request may ask for (400 past it).")
+@click.option("--max-model-len", default=None, type=click.IntRange(1),
+              help="Context length (prompt + max_tokens); default: the model's max_position_embeddings.")
+@click.option("--max-image-pixels", default=4096 * 4096, show_default=True, type=click.IntRange(1),
+              help="Largest image (width x height) a request may send (400 past it).")
+@click.option("--token", default=None, help=f"Require 'Authorization: Bearer TOKEN' (default: ${SERVE_TOKEN_ENV_VAR}).")
 def serve_command(model_dir: str, host: str, port: int, device: str, model_name: str | None,
-                  batch_window_ms: float, max_batch_size: int, default_max_tokens: int) -> None:
+                  batch_window_ms: float, max_batch_size: int, default_max_tokens: int, max_tokens_limit: int,
+                  max_model_len: int | None, max_image_pixels: int, token: str | None) -> None:
     """Serve MODEL_DIR with an OpenAI-compatible /v1/chat/completions API (transformers backend)."""
+    import os
+
     import uvicorn
 
     from vista_plugin_transformers.backend import TransformersBackend
-    from vista_plugin_transformers.server import create_app
+    from vista_plugin_transformers.server import ServeLimits, create_app
+    from vista_rl.serving import exposure_warning
 
+    token = token or os.environ.get(SERVE_TOKEN_ENV_VAR) or None
+    warning = exposure_warning(host, token, "use this model")
+    if warning:
+        click.secho(warning, fg="yellow", err=True)
     backend = TransformersBackend(path=model_dir, device=device, max_batch_size=max_batch_size)
+    limits = ServeLimits(max_model_len=max_model_len, max_tokens_limit=max_tokens_limit,
+                         max_image_pixels=max_image_pixels)
     app = create_app(backend, model_name or model_dir, batch_window_ms=batch_window_ms,
-                     max_batch_size=max_batch_size, default_max_tokens=default_max_tokens)
-    click.echo(f"serving {model_dir} on http://{host}:{port}/v1 (device {backend.device})")
+                     max_batch_size=max_batch_size, default_max_tokens=default_max_tokens, limits=limits, token=token)
+    context = limits.max_model_len or backend.max_model_len
+    click.echo(f"serving {model_dir} on http://{host}:{port}/v1 (device {backend.device}, context {context} tokens"
+               f"{', bearer token required' if token else ''})")
     uvicorn.run(app, host=host, port=port, log_level="warning")
 
 

@@ -5,11 +5,21 @@ Concurrent requests are batched: the first waiting request opens a short window
 one ``generate`` call.  Rollout workers that each send one chat at a time therefore still get
 batched generation.  Extras understood on top of OpenAI's fields, as in vLLM: ``return_token_ids``
 (adds ``prompt_token_ids`` to the response and ``token_ids`` to each choice).
+
+Every request is validated on its own before it may join a batch, as vLLM's and TGI's servers do,
+so a bad request fails alone with a 400 and never takes the batch with it: the body (size, JSON
+nesting), the fields (``seed`` within 64 bits, ``max_tokens`` under the cap, ``n``), the images
+(size read from the header before decoding) and, through the backend's ``check_prompt(chat)`` when
+it has one, the encoded prompt (no raw special tokens; prompt plus ``max_tokens`` within the
+context length).  Validation runs on worker threads, never on the event loop or the generate thread.
+Should a batched ``generate`` still fail, its requests are retried one by one, so only the culprit
+gets the error.  With a token set, every route but ``/health`` needs ``Authorization: Bearer``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -18,12 +28,20 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from vista_plugin_transformers.openai_messages import MessageFormatError, openai_messages_to_chat
+from vista_plugin_transformers.openai_messages import (
+    DEFAULT_MAX_IMAGE_PIXELS,
+    DEFAULT_MAX_IMAGES,
+    openai_messages_to_chat,
+)
 from vista_rl import Chat, Generation, ModelBackend, SamplingParams
+from vista_rl.serving import BearerAuth, nesting_depth
+
+SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1
+MAX_JSON_DEPTH = 32
 
 
 class ChatCompletionRequest(BaseModel):
@@ -39,7 +57,7 @@ class ChatCompletionRequest(BaseModel):
     max_completion_tokens: int | None = Field(None, ge=1)
     n: int = Field(1, ge=1)
     stop: str | list[str] | None = None
-    seed: int | None = None
+    seed: int | None = Field(None, ge=SEED_MIN, le=SEED_MAX)
     logprobs: bool = False
     top_logprobs: int | None = None
     stream: bool = False
@@ -136,14 +154,34 @@ class RequestBatcher:
                     outputs = await loop.run_in_executor(
                         self._executor, self.backend.generate, [m.chat for m in members], params
                     )
-                except Exception as exc:  # noqa: BLE001 - every waiting request gets the error
-                    for member in members:
-                        if not member.future.done():
-                            member.future.set_exception(exc)
+                except Exception as exc:  # noqa: BLE001 - isolate the request that caused it
+                    if len(members) == 1:
+                        _settle(members[0], exc)
+                    else:
+                        await self._one_by_one(members, params)
                     continue
                 for member, generations in zip(members, outputs, strict=True):
-                    if not member.future.done():
-                        member.future.set_result(generations)
+                    _settle(member, generations)
+
+    async def _one_by_one(self, members: list[_Pending], params: SamplingParams) -> None:
+        """A batched call failed: run each request alone so only the one(s) at fault get the error."""
+        loop = asyncio.get_running_loop()
+        for member in members:
+            self.stats.generate_calls += 1
+            try:
+                outputs = await loop.run_in_executor(self._executor, self.backend.generate, [member.chat], params)
+                _settle(member, outputs[0])
+            except Exception as exc:  # noqa: BLE001
+                _settle(member, exc)
+
+
+def _settle(member: _Pending, outcome: list[Generation] | BaseException) -> None:
+    if member.future.done():
+        return
+    if isinstance(outcome, BaseException):
+        member.future.set_exception(outcome)
+    else:
+        member.future.set_result(outcome)
 
 
 def _error(status: int, message: str, kind: str = "invalid_request_error") -> JSONResponse:
@@ -174,12 +212,43 @@ def _choice(index: int, generation: Generation, want_logprobs: bool, want_ids: b
     return choice
 
 
+class RequestRejected(Exception):
+    """A request failed validation; ``status`` and ``message`` are what the client gets."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+@dataclass
+class ServeLimits:
+    """What one request may ask of ``vista serve`` (all configurable from the CLI).
+
+    ``max_model_len``: context length (prompt + max_tokens); None takes the backend's.
+    ``max_tokens_limit``: the largest ``max_tokens`` a request may ask for.
+    """
+
+    max_model_len: int | None = None
+    max_tokens_limit: int = 4096
+    max_n: int = 16
+    max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS
+    max_images: int = DEFAULT_MAX_IMAGES
+    max_body_bytes: int = 64 * 1024 * 1024
+    validation_threads: int = 4
+
+
 def create_app(backend: ModelBackend, model_name: str, *, batch_window_ms: float = 20.0,
-               max_batch_size: int = 64, default_max_tokens: int = 256) -> FastAPI:
+               max_batch_size: int = 64, default_max_tokens: int = 256, limits: ServeLimits | None = None,
+               token: str | None = None) -> FastAPI:
     """The FastAPI app: ``GET /health``, ``GET /v1/models``, ``POST /v1/chat/completions``,
     ``GET /stats`` (batching counters)."""
+    limits = limits or ServeLimits()
     batcher = RequestBatcher(backend, window_s=batch_window_ms / 1000.0, max_batch_size=max_batch_size)
     tokenizer = getattr(backend, "tokenizer", None)
+    check_prompt = getattr(backend, "check_prompt", None)
+    max_model_len = limits.max_model_len or getattr(backend, "max_model_len", None)
+    validator = ThreadPoolExecutor(max_workers=limits.validation_threads, thread_name_prefix="vista-validate")
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -188,9 +257,14 @@ def create_app(backend: ModelBackend, model_name: str, *, batch_window_ms: float
             yield
         finally:
             await batcher.stop()
+            validator.shutdown(wait=False, cancel_futures=True)
 
     app = FastAPI(title="vista serve", lifespan=lifespan)
     app.state.batcher = batcher
+    app.state.limits = limits
+    if token:
+        app.add_middleware(BearerAuth, token=token, open_paths=("/health",),  # type: ignore[arg-type]
+                           error_body=lambda message: {"error": {"message": message, "type": "authentication_error"}})
 
     @app.get("/health")
     async def health() -> dict[str, str]:
@@ -203,21 +277,76 @@ def create_app(backend: ModelBackend, model_name: str, *, batch_window_ms: float
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
         return {"object": "list",
-                "data": [{"id": model_name, "object": "model", "created": 0, "owned_by": "vista"}]}
+                "data": [{"id": model_name, "object": "model", "created": 0, "owned_by": "vista",
+                          "max_model_len": max_model_len}]}
 
-    @app.post("/v1/chat/completions", response_model=None)
-    async def chat_completions(body: dict[str, Any]) -> JSONResponse | dict[str, Any]:
+    async def read_json(request: Request) -> dict[str, Any]:
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limits.max_body_bytes:
+            raise RequestRejected(413, f"body of {declared} bytes exceeds the limit of {limits.max_body_bytes}")
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limits.max_body_bytes:
+                raise RequestRejected(413, f"body exceeds the limit of {limits.max_body_bytes} bytes")
+            chunks.append(chunk)
+        try:
+            body = json.loads(b"".join(chunks))
+        except (ValueError, RecursionError) as exc:
+            reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+            raise RequestRejected(400, f"the body is not valid JSON: {reason}") from None
+        if nesting_depth(body, MAX_JSON_DEPTH) > MAX_JSON_DEPTH:
+            raise RequestRejected(400, f"the body nests deeper than {MAX_JSON_DEPTH} levels")
+        if not isinstance(body, dict):
+            raise RequestRejected(400, "the body must be a JSON object")
+        return body
+
+    def parse(body: dict[str, Any]) -> tuple[ChatCompletionRequest, SamplingParams, Chat, int]:
+        """Everything about one request that can be checked without the model's weights."""
         try:
             request = ChatCompletionRequest.model_validate(body)
-            params = request.sampling_params(default_max_tokens)
-            chat = openai_messages_to_chat(request.messages)
-        except (ValidationError, MessageFormatError, ValueError) as exc:
-            return _error(400, str(exc))
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or '(body)'}: {err['msg']}"
+                                 for err in exc.errors()[:5])
+            raise RequestRejected(400, f"invalid request: {problems}") from None
         if request.stream:
-            return _error(400, "stream=true is not supported by vista serve")
+            raise RequestRejected(400, "stream=true is not supported by vista serve")
         if request.model not in (None, model_name):
-            return _error(404, f"model {request.model!r} is not served here; this server has {model_name!r}",
-                          "not_found_error")
+            raise RequestRejected(404, f"model {request.model!r} is not served here; this server has {model_name!r}")
+        asked = request.max_completion_tokens or request.max_tokens
+        if asked is not None and asked > limits.max_tokens_limit:
+            raise RequestRejected(400, f"max_tokens={asked} exceeds this server's limit of {limits.max_tokens_limit} "
+                                       "(vista serve --max-tokens-limit)")
+        if request.n > limits.max_n:
+            raise RequestRejected(400, f"n={request.n} exceeds this server's limit of {limits.max_n}")
+        try:
+            params = request.sampling_params(min(default_max_tokens, limits.max_tokens_limit))
+            chat = openai_messages_to_chat(request.messages, max_image_pixels=limits.max_image_pixels,
+                                           max_images=limits.max_images)
+        except (ValidationError, ValueError) as exc:
+            raise RequestRejected(400, str(exc)) from None
+        prompt_tokens = 0
+        if check_prompt is not None:
+            try:
+                prompt_tokens = int(check_prompt(chat))
+            except ValueError as exc:
+                raise RequestRejected(400, str(exc)) from None
+        if max_model_len is not None and prompt_tokens + params.max_tokens > max_model_len:
+            raise RequestRejected(
+                400, f"this model's maximum context length is {max_model_len} tokens, but {prompt_tokens + params.max_tokens} "
+                     f"were requested ({prompt_tokens} in the messages, {params.max_tokens} for the completion); "
+                     "shorten the messages or lower max_tokens")
+        return request, params, chat, prompt_tokens
+
+    @app.post("/v1/chat/completions", response_model=None)
+    async def chat_completions(http_request: Request) -> JSONResponse | dict[str, Any]:
+        try:
+            body = await read_json(http_request)
+            request, params, chat, _ = await asyncio.get_running_loop().run_in_executor(validator, parse, body)
+        except RequestRejected as exc:
+            kind = "not_found_error" if exc.status == 404 else "invalid_request_error"
+            return _error(exc.status, exc.message, kind)
         try:
             generations = await batcher.submit(chat, params)
         except Exception as exc:  # noqa: BLE001 - reported to the client as a server error
@@ -237,6 +366,10 @@ def create_app(backend: ModelBackend, model_name: str, *, batch_window_ms: float
         if request.return_token_ids:
             response["prompt_token_ids"] = list(prompt_ids)
         return response
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
+        return _error(500, f"internal error: {type(exc).__name__}: {exc}", "server_error")
 
     return app
 

@@ -64,6 +64,9 @@ class VLLMBackend(ModelBackend):
             raise ValueError("vllm backend needs path=MODEL_DIR (a model directory or hub id)")
         if logprobs_mode not in _VLLM_LOGPROBS_MODE:
             raise ValueError(f"logprobs_mode must be 'processed' or 'raw', not {logprobs_mode!r}")
+        from vista_plugin_transformers.hub import resolve_pretrained
+
+        path = resolve_pretrained(path)  # a typo or an unreachable hub fails now, before vLLM starts
         try:
             from vllm import LLM
         except ImportError as exc:
