@@ -172,3 +172,26 @@ def test_random_seed_lists_are_fine(envs: None) -> None:
     ranked, _ = search_blind_sequences("test/code-v0", {}, ["L", "R"], 3, seeds)
     truth = brute_force(seeds)
     assert ranked[0].successes == max(truth.values())
+
+
+def test_main_job_report_refuses_a_directory_that_is_not_a_run(tmp_path: Any) -> None:
+    from vista_rl.engine.main_job import main
+
+    assert main([str(tmp_path)]) == 2
+
+
+def test_main_job_table_shows_every_row_both_decodings_and_the_verdict() -> None:
+    from vista_rl.engine.main_job import format_table
+
+    rows = {name: {"greedy": est(v, v - 0.05, v + 0.05).to_dict(), "sampled": est(v, v - 0.05, v + 0.05).to_dict()}
+            for name, v in (("untrained", 0.0), ("SFT", 0.3), ("RL", 0.7), ("RL, images blanked", 0.1),
+                            ("best blind sequence", 0.12))}
+    verdict = main_job_verdict(*(est(v, v - 0.05, v + 0.05) for v in (0.7, 0.3, 0.12, 0.1)))
+    table = format_table({"rows": rows, "blind": {"actions": ["<answer>Up</answer>"] * 2, "candidates_scored": 9},
+                          "decoding_for_verdict": "sampled", "verdict": verdict.to_dict()}, "frozenlake/x", 200)
+    lines = table.splitlines()
+    assert "greedy" in lines[1] and "sampled" in lines[1]
+    for name in rows:
+        assert any(line.strip().startswith(name) and line.count("[") == 2 for line in lines)
+    assert "Up, Up" in table
+    assert lines[-1] == verdict.line() and lines[-1].startswith("VERDICT: PASS")
