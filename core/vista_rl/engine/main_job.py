@@ -47,7 +47,7 @@ class MainJobReport:
     """Evaluates what the table needs for one run directory."""
 
     def __init__(self, run_dir: str | Path, console: Console | None = None, blind_train_seeds: int = 100,
-                 blind_candidates: int = 40) -> None:
+                 blind_candidates: int = 40, decodings: tuple[str, ...] = ("greedy", "sampled")) -> None:
         self.run_dir = Path(run_dir)
         self.console = console or Console()
         if not (self.run_dir / "config.yaml").exists() or not (self.run_dir / "results.json").exists():
@@ -58,6 +58,10 @@ class MainJobReport:
         self.results: dict[str, Any] = json.loads((self.run_dir / "results.json").read_text())
         self.blind_train_seeds = blind_train_seeds
         self.blind_candidates = blind_candidates
+        unknown = set(decodings) - {"greedy", "sampled"}
+        if unknown or not decodings:
+            raise VistaError(f"decodings must be greedy and/or sampled, got {sorted(decodings)}")
+        self.decodings = tuple(decodings)
         self.device = pick_device(self.engine.trainer.device)
 
     # ------------------------------------------------------------------ pieces
@@ -115,7 +119,7 @@ class MainJobReport:
                 continue
             rows[name] = {}
             policy: Policy | None = None
-            for mode, temperature in (("greedy", GREEDY), ("sampled", SAMPLED)):
+            for mode, temperature in self._modes():
                 if stage in evals and trained_at == temperature:
                     rows[name][mode] = _estimate(evals[stage]["success"])
                     continue
@@ -125,7 +129,7 @@ class MainJobReport:
                 policy = policy or self._policy(path)
                 rows["RL, images blanked"] = {
                     mode: self._evaluate(policy, temperature, f"RL {mode}, images blanked", blank=True)
-                    for mode, temperature in (("greedy", GREEDY), ("sampled", SAMPLED))}
+                    for mode, temperature in self._modes()}
         blind = self.blind_baseline()
         if blind is not None and blind.heldout is not None:
             rows["best blind sequence"] = {"greedy": blind.heldout, "sampled": blind.heldout}
@@ -141,6 +145,11 @@ class MainJobReport:
         (self.run_dir / "results.json").write_text(json.dumps(self.results, indent=2))
         self.rows = rows
         return report
+
+    def _modes(self) -> list[tuple[str, float]]:
+        """Decodings to report; the verdict's own decoding is always among them."""
+        wanted = set(self.decodings) | {self.verdict_mode}
+        return [(mode, t) for mode, t in (("greedy", GREEDY), ("sampled", SAMPLED)) if mode in wanted]
 
     @property
     def verdict_mode(self) -> str:
@@ -164,13 +173,15 @@ def format_table(report: dict[str, Any], env_id: str, seeds: int) -> str:
     rows = report["rows"]
     width = max(len(name) for name in rows) if rows else 10
 
-    def cell(record: dict[str, Any]) -> str:
+    def cell(record: dict[str, Any] | None) -> str:
+        if record is None:
+            return "(not evaluated)"
         return f"{record['value']:.3f} [{record['ci95_low']:.3f}, {record['ci95_high']:.3f}]"
 
     lines = [f"held-out success on {env_id} ({seeds} seeds never trained on), 95% CIs:",
              f"  {'':<{width}}  {'greedy':<22}  {'sampled (T=1)':<22}"]
     for name, modes in rows.items():
-        lines.append(f"  {name:<{width}}  {cell(modes['greedy']):<22}  {cell(modes['sampled']):<22}")
+        lines.append(f"  {name:<{width}}  {cell(modes.get('greedy')):<22}  {cell(modes.get('sampled')):<22}")
     blind = report.get("blind")
     if blind:
         lines.append(f"  (best blind sequence: {', '.join(_short(a) for a in blind['actions'])}, chosen on "
@@ -187,10 +198,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--blind-train-seeds", type=int, default=100,
                         help="training seeds the blind sequence is chosen on (default 100)")
     parser.add_argument("--blind-candidates", type=int, default=40, help="sequences the blind search may score")
+    parser.add_argument("--decodings", default="greedy,sampled",
+                        help="comma-separated: greedy, sampled (the verdict's decoding is always included)")
     args = parser.parse_args(argv)
     console = Console()
     try:
-        job = MainJobReport(args.run_dir, console, args.blind_train_seeds, args.blind_candidates)
+        job = MainJobReport(args.run_dir, console, args.blind_train_seeds, args.blind_candidates,
+                            tuple(part.strip() for part in args.decodings.split(",") if part.strip()))
         report = job.build()
     except VistaError as exc:
         console.print(f"[red]error:[/red] {exc}")
