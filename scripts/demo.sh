@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# The main job: a tiny VLM learns FrozenLake 4x4 from images on this CPU.
+# The main job: a tiny VLM learns FrozenLake 4x4 from images on this CPU, and the demo checks that it
+# really looks.
 #   1. set up .venv (idempotent),
 #   2. create a tiny random Qwen2.5-VL offline (vista_rl_sdk.tiny_models),
-#   3. `vista train examples/frozenlake_grpo.yaml`: evaluate the untrained model on held-out seeds,
-#      SFT on oracle trajectories, evaluate, GRPO on its own rollouts, evaluate,
-#   4. print held-out success with 95% confidence intervals and where the run directory is.
-# `bash scripts/demo.sh --compare` trains both examples/frozenlake_grpo.yaml and
-# examples/frozenlake_bilevel_ppo.yaml (PPO with a value head, bi-level GAE) and prints them side by side.
+#   3. `vista train CONFIG`: evaluate the untrained model on held-out seeds, SFT on oracle
+#      trajectories, evaluate, GRPO on its own rollouts, evaluate,
+#   4. `python -m vista_rl.engine.main_job RUN_DIR`: greedy and sampled held-out success of the
+#      untrained, SFT and RL models, the best blind action sequence (chosen on training seeds), the RL
+#      model with every image blanked, all with 95% CIs, and the verdict.
+# Exits non-zero unless RL beats SFT and the blind baseline beyond both CIs and blanking the images
+# costs RL at least 0.2 success.
+# `bash scripts/demo.sh --compare` also trains examples/frozenlake_bilevel_ppo.yaml (PPO, bi-level GAE).
 # Other arguments go to `vista train` (e.g. --set trainer.steps=10).
-# Each call makes new run directories (nothing earlier is overwritten).
+# Each call makes new run directories (nothing earlier is overwritten); the output also goes to
+# RUN_DIR/demo.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CONFIGS=("${VISTA_DEMO_CONFIG:-examples/frozenlake_grpo.yaml}")
@@ -16,46 +21,39 @@ if [[ "${1:-}" == "--compare" ]]; then
   shift
   CONFIGS=(examples/frozenlake_grpo.yaml examples/frozenlake_bilevel_ppo.yaml)
 fi
-bash scripts/setup.sh
+if [[ -z "${VISTA_DEMO_SKIP_SETUP:-}" ]]; then
+  bash scripts/setup.sh
+fi
 VENV=${VISTA_VENV:-.venv}
 OUT=${VISTA_DEMO_OUT:-runs/demo}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
-START=$(date +%s)
 mkdir -p "$OUT"
+# The model the main job's configs are tuned for: the default tiny Qwen2.5-VL, with an image
+# processor that lets a 28x28 map (7 px per cell) be one vision token (see docs/main-job.md).
 "$VENV/bin/python" - "$OUT/tiny-model" <<'PY'
 import sys
 from vista_rl_sdk.tiny_models import init_tiny_model
-print(f"tiny model: {init_tiny_model(sys.argv[1], seed=0)}")
+print(f"tiny model: {init_tiny_model(sys.argv[1], seed=0, min_pixels=28 * 28)}")
 PY
-RUNS=()
+STATUS=0
 for CONFIG in "${CONFIGS[@]}"; do
+  START=$(date +%s)
   RUN="$OUT/$(date +%Y%m%d-%H%M%S)-$(basename "$CONFIG" .yaml)"
-  "$VENV/bin/vista" train "$CONFIG" --set "model.path=$OUT/tiny-model" --set "output_dir=$RUN" "$@"
-  RUNS+=("$RUN")
+  mkdir -p "$RUN"
+  {
+    "$VENV/bin/vista" train "$CONFIG" --set "model.path=$OUT/tiny-model" --set "output_dir=$RUN" "$@"
+    TRAINED=$(date +%s)
+    echo
+    set +e
+    "$VENV/bin/python" -m vista_rl.engine.main_job "$RUN"
+    CODE=$?
+    set -e
+    echo "run directory: $RUN (plot: $RUN/reward_success.png, metrics: $RUN/metrics.jsonl, table: $RUN/results.json)"
+    echo "wall time: training and its evals $((TRAINED - START)) s, report $(($(date +%s) - TRAINED)) s, total $(($(date +%s) - START)) s"
+    exit $CODE
+  } 2>&1 | tee "$RUN/demo.log" || STATUS=$?
 done
-"$VENV/bin/python" - "$START" "${RUNS[@]}" <<'PY'
-import json, sys, time
-start, runs = int(sys.argv[1]), sys.argv[2:]
-results = [json.load(open(f"{run}/results.json")) for run in runs]
-
-def cell(success):
-    return f"{success['value']:.3f}  [{success['ci95_low']:.3f}, {success['ci95_high']:.3f}]"
-
-first = results[0]["evals"]
-print(f"\nheld-out success on {results[0]['env']} ({first['rl']['episodes']} seeds never trained on), 95% CIs:")
-rows = [("untrained", cell(first["untrained"]["success"])), ("SFT", cell(first["sft"]["success"]))]
-for result in results[1:]:  # same seed and SFT config: these match the first run unless something changed
-    for label, name in (("untrained", "untrained"), ("sft", "SFT")):
-        if cell(result["evals"][label]["success"]) != dict(rows)[name]:
-            rows.append((f"{name} ({result['estimator']} run)", cell(result["evals"][label]["success"])))
-rows += [(f"RL ({result['estimator']})", cell(result["evals"]["rl"]["success"])) for result in results]
-width = max(len(name) for name, _ in rows)
-for name, value in rows:
-    print(f"  {name:<{width}}  {value}")
-for run, result in zip(runs, results):
-    sft, rl = result["evals"]["sft"]["success"], result["evals"]["rl"]["success"]
-    verdict = "yes" if rl["ci95_low"] > sft["ci95_high"] else "no"
-    print(f"RL ({result['estimator']}) beats SFT beyond both confidence intervals: {verdict}")
-    print(f"  run directory: {run} (plot: {run}/reward_success.png, metrics: {run}/metrics.jsonl)")
-print(f"wall time: {time.time() - start:.0f} s")
-PY
+if [[ $STATUS -ne 0 ]]; then
+  echo "demo FAILED: the verdict above does not hold (or a stage broke); see the table and $OUT" >&2
+fi
+exit $STATUS

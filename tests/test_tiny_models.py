@@ -100,3 +100,23 @@ def test_cached_model_is_built_once(tmp_path: Path) -> None:
 def test_unknown_architecture_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="qwen2_5_vl"):
         init_tiny_model(tmp_path, arch="llava-next")
+
+
+def test_shape_options_reshape_the_model_and_let_a_28px_image_be_one_token(tmp_path: Path) -> None:
+    import json
+
+    from transformers import AutoConfig, AutoProcessor
+
+    out = init_tiny_model(tmp_path / "shaped", seed=0, min_pixels=28 * 28, text={"num_hidden_layers": 3},
+                          vision={"depth": 1, "fullatt_block_indexes": [0]})
+    config = AutoConfig.from_pretrained(out)
+    assert (config.text_config.num_hidden_layers, config.vision_config.depth) == (3, 1)
+    processor = AutoProcessor.from_pretrained(out)
+    small = processor(text=["<|vision_start|><|image_pad|><|vision_end|>"], images=[Image.new("RGB", (28, 28))],
+                      return_tensors="pt")
+    assert small["image_grid_thw"].tolist() == [[1, 2, 2]]  # 4 patches, merged 2x2 into one token
+    assert int((small["input_ids"] == processor.tokenizer.convert_tokens_to_ids("<|image_pad|>")).sum()) == 1
+    recipe = json.loads((out / "vista_tiny_model.json").read_text())
+    assert recipe["min_pixels"] == 784 and recipe["text"] == {"num_hidden_layers": 3}
+    with pytest.raises(ValueError, match="min_pixels"):
+        init_tiny_model(tmp_path / "bad", min_pixels=100)

@@ -63,6 +63,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "vista_rl.builtin.commands",
     "vista_rl.builtin.estimators",
     "vista_rl.builtin.engines",
+    "vista_rl.builtin.envs",
 )
 
 #: kind -> (hook name, whether ``make`` instantiates the target)

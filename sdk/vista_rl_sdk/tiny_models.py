@@ -146,12 +146,17 @@ def build_tokenizer(vocab_size: int = 1024) -> Any:
     )
 
 
-def build_processor(tokenizer: Any) -> Any:
+def build_processor(tokenizer: Any, min_pixels: int = 56 * 56) -> Any:
     """``Qwen2_5_VLProcessor`` with small image limits (56x56 to 224x224 pixels: a 112x112 image is
-    64 patches and 16 ``<|image_pad|>`` tokens) and the video processor the class insists on."""
+    64 patches and 16 ``<|image_pad|>`` tokens) and the video processor the class insists on.
+
+    ``min_pixels=28 * 28`` lets a 28x28 image stay 28x28: four patches merged into one vision token,
+    the whole picture in one embedding (the main job's FrozenLake shows its 4x4 map that way)."""
     from transformers import Qwen2_5_VLProcessor, Qwen2VLImageProcessor, Qwen2VLVideoProcessor
 
-    pixels = {"shortest_edge": 56 * 56, "longest_edge": 224 * 224}
+    if min_pixels < 28 * 28:
+        raise ValueError("min_pixels must be at least 28 * 28 (one merged vision token)")
+    pixels = {"shortest_edge": min_pixels, "longest_edge": 224 * 224}
     return Qwen2_5_VLProcessor(
         image_processor=Qwen2VLImageProcessor(size=dict(pixels)),
         video_processor=Qwen2VLVideoProcessor(size=dict(pixels)),
@@ -160,8 +165,10 @@ def build_processor(tokenizer: Any) -> Any:
     )
 
 
-def tiny_qwen2_5_vl_config(tokenizer: Any) -> Any:
-    """A ~0.7 M-parameter ``Qwen2_5_VLConfig`` whose token ids match ``tokenizer``."""
+def tiny_qwen2_5_vl_config(tokenizer: Any, text: dict[str, Any] | None = None,
+                           vision: dict[str, Any] | None = None) -> Any:
+    """A ~0.7 M-parameter ``Qwen2_5_VLConfig`` whose token ids match ``tokenizer``; ``text`` and
+    ``vision`` override entries of the text and vision configs (e.g. ``{"num_hidden_layers": 4}``)."""
     from transformers import Qwen2_5_VLConfig
 
     ids = {token: tokenizer.convert_tokens_to_ids(token) for token in QWEN_SPECIAL_TOKENS}
@@ -191,6 +198,8 @@ def tiny_qwen2_5_vl_config(tokenizer: Any) -> Any:
         "out_hidden_size": 128,
         "fullatt_block_indexes": [1],
     }
+    text_config.update(text or {})
+    vision_config.update(vision or {})
     return Qwen2_5_VLConfig(
         text_config=text_config,
         vision_config=vision_config,
@@ -202,13 +211,16 @@ def tiny_qwen2_5_vl_config(tokenizer: Any) -> Any:
     )
 
 
-def init_tiny_model(out_dir: str | Path, arch: str = "qwen2_5_vl", seed: int = 0) -> Path:
+def init_tiny_model(out_dir: str | Path, arch: str = "qwen2_5_vl", seed: int = 0, *, min_pixels: int = 56 * 56,
+                    text: dict[str, Any] | None = None, vision: dict[str, Any] | None = None) -> Path:
     """Write a tiny randomly initialised model of architecture ``arch`` to ``out_dir`` and return it.
 
     The directory holds what a hub checkpoint holds (``config.json``, ``generation_config.json``,
     ``model.safetensors``, tokenizer files, ``chat_template.jinja``, processor configs), so it loads
     with ``AutoProcessor.from_pretrained`` + ``AutoModelForImageTextToText.from_pretrained`` and with
-    ``vllm.LLM(model=out_dir)``.  Same ``seed``, same files.
+    ``vllm.LLM(model=out_dir)``.  Same ``seed``, same files.  ``min_pixels`` goes to the image
+    processor (:func:`build_processor`); ``text`` and ``vision`` reshape the model
+    (:func:`tiny_qwen2_5_vl_config`).
     """
     if arch not in ARCHITECTURES:
         raise ValueError(f"unknown tiny-model architecture {arch!r}; choose one of {', '.join(ARCHITECTURES)}")
@@ -218,7 +230,7 @@ def init_tiny_model(out_dir: str | Path, arch: str = "qwen2_5_vl", seed: int = 0
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tokenizer = build_tokenizer()
-    config = tiny_qwen2_5_vl_config(tokenizer)
+    config = tiny_qwen2_5_vl_config(tokenizer, text, vision)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         model = Qwen2_5_VLForConditionalGeneration(config).float().eval()
@@ -228,11 +240,11 @@ def init_tiny_model(out_dir: str | Path, arch: str = "qwen2_5_vl", seed: int = 0
         pad_token_id=config.text_config.pad_token_id,
     )
     model.save_pretrained(out)
-    build_processor(tokenizer).save_pretrained(out)
-    (out / "vista_tiny_model.json").write_text(
-        json.dumps({"arch": arch, "seed": seed, "parameters": sum(p.numel() for p in model.parameters())},
-                   indent=2) + "\n"
-    )
+    build_processor(tokenizer, min_pixels).save_pretrained(out)
+    recipe: dict[str, Any] = {"arch": arch, "seed": seed, "parameters": sum(p.numel() for p in model.parameters())}
+    shape = {"min_pixels": min_pixels if min_pixels != 56 * 56 else None, "text": text, "vision": vision}
+    recipe.update({key: value for key, value in shape.items() if value})  # defaults leave the file as it was
+    (out / "vista_tiny_model.json").write_text(json.dumps(recipe, indent=2) + "\n")
     return out
 
 

@@ -17,10 +17,16 @@ from vista_rl.observation import Chat
 class ScriptedBackend(ModelBackend):
     """``scripted:oracle`` asks the env for its oracle response each turn; ``scripted:FILE`` replays
     responses from a JSON list or a text file (one per line) in order, cycling; ``responses=[...]``
-    does the same from memory."""
+    does the same from memory.
 
-    def __init__(self, path: str | None = None, responses: Sequence[str] | None = None) -> None:
+    ``per_turn=True`` makes the list a fixed plan for every episode: turn ``k`` of each episode gets
+    response ``k`` (the last one repeats), whatever order the episodes are batched in.  That is a
+    blind policy: it never looks at an observation (see :mod:`vista_rl.baselines`)."""
+
+    def __init__(self, path: str | None = None, responses: Sequence[str] | None = None,
+                 per_turn: bool = False) -> None:
         self.needs_oracle = path == "oracle"
+        self.per_turn = per_turn
         if responses is not None:
             self.responses = list(responses)
         elif path and not self.needs_oracle:
@@ -55,6 +61,9 @@ class ScriptedBackend(ModelBackend):
             for _ in range(params.n):
                 if self.needs_oracle:
                     text = (oracle_responses[index] if oracle_responses else None) or ""
+                elif self.per_turn:
+                    turn = sum(1 for message in chats[index] if message.role == "assistant")
+                    text = self.responses[min(turn, len(self.responses) - 1)]
                 else:
                     text = self.responses[self._cursor % len(self.responses)]
                     self._cursor += 1
