@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from tests.engine_helpers import FROZENLAKE, run_config
-from vista_rl.config import RunConfig, validate_config
+from vista_rl.config import RolloutSection, RunConfig, validate_config
 from vista_rl.engine.config import validate_engine_config
 from vista_rl.engine.losses import Denominators, aggregate, clipped_policy_loss, kl_k3
 from vista_rl.engine.trainer import LocalEngine, TrainingError
@@ -85,29 +85,29 @@ def test_aggregation_over_micro_batches_equals_one_batch(mode: str) -> None:
 
 
 # ------------------------------------------------------------------------- token view
-def test_token_view_masks_only_assistant_tokens(tiny_model_dir: Path) -> None:
+def test_sft_tokens_of_oracle_rollouts_mask_only_assistant_tokens(tiny_model_dir: Path) -> None:
+    """SFT data comes from the core rollout engine playing the env's oracle: the loss covers exactly
+    the oracle responses (and their <|im_end|>), every observation image is in the sequence."""
     import vista_rl
     from vista_rl.engine.policy import Policy, load_pretrained
-    from vista_rl.engine.rollout import run_rollout
+    from vista_rl.engine.sft_data import tokens_from_trajectory
+    from vista_rl.rollout import RolloutEngine, episode_specs
 
     model, processor = load_pretrained(str(tiny_model_dir))
-    policy = Policy(model, processor, torch.device("cpu"))
-    encoder = policy.encoder
-    episodes = run_rollout(lambda: vista_rl.make_env(FROZENLAKE["id"], **FROZENLAKE["config"]), FROZENLAKE["id"],
-                           [7], 1, encoder, None, max_turns=4)
-    episode = episodes[0]
-    tokens = episode.tokens
-    assert episode.success and episode.trajectory.num_turns >= 2
-    assert len(tokens.turn_ends) == episode.trajectory.num_turns == len(tokens.images)
+    encoder = Policy(model, processor, torch.device("cpu")).encoder
+    settings = RolloutSection(max_turns=4)
+    with RolloutEngine(vista_rl.make_model("scripted", path="oracle"), settings) as engine:
+        (trajectory,) = engine.run(episode_specs(FROZENLAKE["id"], [7], 1, FROZENLAKE["config"]))
+    tokens = tokens_from_trajectory(trajectory, encoder)
+    assert trajectory.success and trajectory.num_turns >= 2
+    assert len(tokens.turn_ends) == trajectory.num_turns == len(tokens.images)
     image_tokens = sum(1 for i in tokens.input_ids if i == encoder.image_token_id)
+    assert image_tokens == sum(encoder.vision_tokens(im) for im in tokens.images)
     assert image_tokens == sum(int(im.grid_thw.prod()) // 4 for im in tokens.images)
     trained = [i for i, m in zip(tokens.input_ids, tokens.loss_mask, strict=True) if m]
-    # Exactly the oracle responses (and their <|im_end|>) are trained, nothing else.
-    expected = [i for turn in episode.trajectory.turns for i in encoder.response_ids(turn.response)]
+    expected = [i for turn in trajectory.turns for i in encoder.response_ids(turn.response)]
     assert trained == expected
     assert all(tokens.input_ids[end] == encoder.im_end_id for end in tokens.turn_ends)
-    assert episode.trajectory.token_view is not None
-    assert episode.trajectory.token_view.turn_rewards == episode.turn_rewards
 
 
 # ------------------------------------------------------------------------------ runs

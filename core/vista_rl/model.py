@@ -49,7 +49,9 @@ class ModelBackend(abc.ABC):
 
     @abc.abstractmethod
     def generate(self, chats: Sequence[Chat], params: SamplingParams) -> list[list[Generation]]:
-        """For each chat, ``params.n`` generations."""
+        """For each chat, ``params.n`` generations.  A backend that cannot answer one chat may put
+        the exception in that chat's place: the rollout engine fails that episode alone, with the
+        error recorded, and the rest of the batch goes on."""
 
     def close(self) -> None:
         """Release the model or connection."""

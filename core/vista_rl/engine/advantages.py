@@ -9,12 +9,12 @@ from typing import Any
 import torch
 
 import vista_rl
-from vista_rl.engine.rollout import Episode
+from vista_rl.engine.samples import TrainSample
 from vista_rl.errors import ConfigError, UnknownItemError
 from vista_rl.estimator import AdvantageBatch, AdvantageOutput
 
 
-def build_advantage_batch(episodes: Sequence[Episode], width: int, values: torch.Tensor | None) -> AdvantageBatch:
+def build_advantage_batch(episodes: Sequence[TrainSample], width: int, values: torch.Tensor | None) -> AdvantageBatch:
     n = len(episodes)
     rewards = torch.zeros((n, width))
     mask = torch.zeros((n, width))

@@ -12,6 +12,7 @@ the family the tiny-model factory builds and the engine targets.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,16 +81,36 @@ class ChatEncoder:
         return int(token_id)
 
     # ----------------------------------------------------------------- segments
-    def prompt_segment(self, system: str, observation: str, images: list[Image.Image]) -> tuple[list[int], list[ImageInput]]:
-        text = ""
-        if system:
-            text += f"<|im_start|>system\n{system}<|im_end|>\n"
-        text += f"<|im_start|>user\n{observation}<|im_end|>\n<|im_start|>assistant\n"
-        return self.encode(text, images)
+    # A conversation is the concatenation of message segments, each ``<|im_start|>role\n...<|im_end|>\n``,
+    # then the generation header.  Every boundary sits at a special token, so encoding the pieces
+    # one by one gives the same ids as encoding the whole text at once: a prompt of turn k+1 starts
+    # with the prompt of turn k plus the sampled ids, token for token.
+    def message_segment(self, role: str, content: str, images: list[Image.Image]) -> tuple[list[int], list[ImageInput]]:
+        """One message (tool results are shown as a user message, as the Qwen2-VL template does)."""
+        role = "user" if role == "tool" else role
+        return self.encode(f"<|im_start|>{role}\n{content}<|im_end|>\n", images)
 
-    def followup_segment(self, observation: str, images: list[Image.Image]) -> tuple[list[int], list[ImageInput]]:
+    @functools.cached_property
+    def assistant_header(self) -> list[int]:
+        """The generation prompt ``<|im_start|>assistant\n``."""
+        return self.encode("<|im_start|>assistant\n", [])[0]
+
+    @functools.cached_property
+    def message_end(self) -> list[int]:
+        """What follows an assistant turn's ``<|im_end|>`` before the next message."""
+        return self.encode("\n", [])[0]
+
+    def prompt_segment(self, system: str, observation: str, images: list[Image.Image]) -> tuple[list[int], list[ImageInput]]:
+        ids: list[int] = []
+        if system:
+            ids += self.message_segment("system", system, [])[0]
+        user, vision = self.message_segment("user", observation, images)
+        return ids + user + self.assistant_header, vision
+
+    def followup_segment(self, observation: str, images: list[Image.Image], role: str = "user") -> tuple[list[int], list[ImageInput]]:
         """What follows an assistant turn's ``<|im_end|>``: the next observation and the header."""
-        return self.encode(f"\n<|im_start|>user\n{observation}<|im_end|>\n<|im_start|>assistant\n", images)
+        ids, vision = self.message_segment(role, observation, images)
+        return self.message_end + ids + self.assistant_header, vision
 
     def response_ids(self, text: str) -> list[int]:
         """Ids of a written response (SFT), closed by ``<|im_end|>`` so the model learns to stop."""
@@ -114,6 +135,11 @@ class ChatEncoder:
         if self.image_size is not None and image.size != (self.image_size, self.image_size):
             image = image.resize((self.image_size, self.image_size), Image.Resampling.BOX)
         return image
+
+    def vision_tokens(self, image: ImageInput) -> int:
+        """How many ``<|image_pad|>`` tokens ``image`` expands to (patches / merge size squared)."""
+        merge = int(getattr(getattr(self.processor, "image_processor", None), "merge_size", 2) or 2)
+        return int(torch.prod(image.grid_thw).item()) // (merge * merge)
 
     def decode(self, ids: list[int]) -> str:
         """Response text: special tokens the env must see (``<answer>`` may be one) are kept; chat

@@ -1,17 +1,15 @@
-"""Held-out evaluation: success rate (Wilson 95% CI) and mean reward on seeds never trained on."""
+"""Held-out evaluation: success rate (Wilson 95% CI) and mean reward on seeds never trained on,
+played through the same core rollout engine as training (tools, reflection, windows, timeouts)."""
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from vista_rl.engine.policy import Policy
-from vista_rl.engine.rollout import RolloutStats, run_rollout
-from vista_rl.env import Env
+from vista_rl.model import SamplingParams
+from vista_rl.rollout.engine import EpisodeSpec, RolloutEngine
 from vista_rl.stats import Estimate, mean, proportion
 
 
@@ -21,20 +19,22 @@ class EvalResult:
     success: Estimate
     reward: Estimate
     episodes: int
+    failed: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {"label": self.label, "success": self.success.to_dict(), "reward": self.reward.to_dict(),
-                "episodes": self.episodes}
+                "episodes": self.episodes, "failed_episodes": self.failed}
 
 
-def evaluate(policy: Policy, env_factory: Callable[[], Env], env_id: str, seeds: list[int], max_turns: int,
-             max_tokens: int, temperature: float, label: str, batch_size: int, seed: int = 0) -> EvalResult:
-    """Runs in its own RNG scope so that evaluating never changes the training run's random stream."""
+def evaluate(engine: RolloutEngine, specs: list[EpisodeSpec], sampling: SamplingParams, label: str,
+             seed: int = 0) -> EvalResult:
+    """Runs in its own RNG scope so that evaluating never changes the training run's random stream.
+    An episode that failed (env/tool error) counts as not solved and is counted in ``failed``."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        sampler = functools.partial(policy.generate, max_new_tokens=max_tokens, temperature=temperature)
-        episodes = run_rollout(env_factory, env_id, seeds, 1, policy.encoder, sampler, max_turns,
-                               batch_size=batch_size, stats=RolloutStats())
-    successes = sum(1 for episode in episodes if episode.success)
-    return EvalResult(label, proportion(successes, len(episodes)),
-                      mean([episode.total_reward for episode in episodes]), len(episodes))
+        engine.sampling = sampling
+        trajectories = engine.run(specs)
+    successes = sum(1 for trajectory in trajectories if trajectory.success)
+    failed = sum(1 for trajectory in trajectories if trajectory.failure)
+    return EvalResult(label, proportion(successes, len(trajectories)),
+                      mean([trajectory.total_reward for trajectory in trajectories]), len(trajectories), failed)

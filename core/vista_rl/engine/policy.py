@@ -166,27 +166,41 @@ class Policy:
     def generate(self, prefixes: Sequence[EpisodeTokens], max_new_tokens: int, temperature: float,
                  top_p: float = 1.0) -> list[list[int]]:
         """Sample one continuation per prefix; each ends with ``<|im_end|>`` unless cut at the limit."""
+        return [ids for ids, _ in self.sample(prefixes, max_new_tokens, temperature, top_p, logprobs=False)]
+
+    @torch.no_grad()
+    def sample(self, prefixes: Sequence[EpisodeTokens], max_new_tokens: int, temperature: float,
+               top_p: float = 1.0, *, logprobs: bool = True) -> list[tuple[list[int], list[float] | None]]:
+        """Sampled ids per prefix and, with ``logprobs``, each id's log-probability under the
+        distribution :meth:`score` computes (logits / temperature, forbidden tokens suppressed;
+        greedy decoding reports temperature 1)."""
         self.model.eval()
         batch = self._model_inputs(self.collate(prefixes, left_pad=True))
         self._reset_rope_cache(self.model)
+        recorder = _LogprobRecorder(temperature if temperature > 0 else 1.0) if logprobs else None
         kwargs: dict[str, Any] = {"max_new_tokens": max_new_tokens, "eos_token_id": self.encoder.im_end_id,
                                   "pad_token_id": self.encoder.pad_id,
                                   "suppress_tokens": self.encoder.forbidden_ids}
+        if recorder is not None:
+            from transformers import LogitsProcessorList
+
+            kwargs["logits_processor"] = LogitsProcessorList([recorder])
         if temperature > 0:
             kwargs.update(do_sample=True, temperature=temperature, top_p=top_p, top_k=0)
         else:
             kwargs.update(do_sample=False)
         with self.autocast():
             out = self.model.generate(**batch, **kwargs)
-        new = out[:, batch["input_ids"].shape[1]:].tolist()
-        result = []
-        for row in new:
+        new = out[:, batch["input_ids"].shape[1]:]
+        picked = recorder.finish(new) if recorder is not None else None
+        result: list[tuple[list[int], list[float] | None]] = []
+        for row, tokens in enumerate(new.tolist()):
             ids: list[int] = []
-            for token in row:
+            for token in tokens:
                 ids.append(int(token))
                 if token == self.encoder.im_end_id:
                     break
-            result.append(ids)
+            result.append((ids, picked[row, :len(ids)].tolist() if picked is not None else None))
         return result
 
     # ----------------------------------------------------------------- scoring
@@ -239,6 +253,40 @@ class Policy:
         model = copy.deepcopy(self.model).merge_and_unload() if self.lora else self.model
         model.save_pretrained(directory)
         self.processor.save_pretrained(directory)
+
+
+class _LogprobRecorder:
+    """A logits processor that keeps the log-probabilities of the sampled tokens.
+
+    Custom processors run after the built-in ones (token suppression) and before the sampling
+    warpers, so it sees the logits :meth:`Policy.score` scores; only one step's distribution is
+    held at a time (a vocabulary-sized row per sequence, not one per generated token)."""
+
+    def __init__(self, temperature: float) -> None:
+        self.temperature = temperature
+        self.previous: torch.Tensor | None = None
+        self.picked: list[torch.Tensor] = []
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        self._take(input_ids[:, -1])
+        self.previous = torch.log_softmax(scores.float() / self.temperature, dim=-1)
+        return scores
+
+    def _take(self, tokens: torch.Tensor) -> None:
+        if self.previous is not None:
+            self.picked.append(self.previous.gather(-1, tokens.unsqueeze(-1)).squeeze(-1))
+            self.previous = None
+
+    def finish(self, new: torch.Tensor) -> torch.Tensor:
+        """Log-probs aligned with the generated ids ``new`` (batch x steps)."""
+        if new.shape[1] > len(self.picked):
+            self._take(new[:, len(self.picked)])
+        if not self.picked:
+            return torch.zeros(new.shape, dtype=torch.float32)
+        values = torch.stack(self.picked, dim=1).float().cpu()
+        if values.shape[1] < new.shape[1]:
+            values = torch.nn.functional.pad(values, (0, new.shape[1] - values.shape[1]))
+        return values[:, :new.shape[1]]
 
 
 def micro_batches(items: Sequence[Any], size: int) -> Iterator[list[Any]]:

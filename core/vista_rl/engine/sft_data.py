@@ -8,6 +8,7 @@ JSONL written by the trajectory store (images as ``<ref>.png`` files next to the
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from PIL import Image
 
 from vista_rl.engine.chat_tokens import ChatEncoder, EpisodeTokens
 from vista_rl.errors import VistaError
+from vista_rl.trajectory import Trajectory
 
 
 @dataclass
@@ -39,12 +41,41 @@ def _load_image(base: Path, ref: str) -> Image.Image:
     raise FileNotFoundError(f"image {ref!r} not found next to the JSONL or in its images/ folder")
 
 
+def tokens_from_turns(system: str, turns: Sequence[tuple[str, list[Image.Image], str]],
+                      encoder: ChatEncoder) -> EpisodeTokens:
+    """Token view of ``(observation, images, response)`` turns, where each observation is the one
+    the response *answered* (``Turn.observation``'s meaning everywhere: rollouts, experts, the
+    store); the loss covers the responses only."""
+    tokens = EpisodeTokens()
+    for index, (observation, images, response) in enumerate(turns):
+        if index == 0:
+            ids, vision = encoder.prompt_segment(system, observation, images)
+        else:
+            ids, vision = encoder.followup_segment(observation, images)
+        tokens.extend(ids, trainable=False)
+        tokens.images.extend(vision)
+        tokens.extend(encoder.response_ids(response), trainable=True)
+        tokens.turn_ends.append(len(tokens) - 1)
+    return tokens
+
+
+def tokens_from_trajectory(trajectory: Trajectory, encoder: ChatEncoder) -> EpisodeTokens:
+    """Token view of an in-memory trajectory (rollout or expert), images from ``Turn.images``."""
+    if not trajectory.turns:
+        raise ValueError("no turns")
+    turns = []
+    for index, turn in enumerate(trajectory.turns):
+        images = list(turn.images) if turn.images or index else list(trajectory.initial_images)
+        turns.append((turn.observation, images, turn.response))
+    return tokens_from_turns(trajectory.system_prompt, turns, encoder)
+
+
 def tokens_from_record(record: dict[str, Any], encoder: ChatEncoder, base: Path) -> EpisodeTokens:
     """Token view of one stored trajectory (``Trajectory.to_dict`` form)."""
     turns = record.get("turns")
     if not isinstance(turns, list) or not turns:
         raise ValueError("no turns")
-    tokens = EpisodeTokens()
+    pieces: list[tuple[str, list[Image.Image], str]] = []
     for index, turn in enumerate(turns):
         if not isinstance(turn, dict) or not isinstance(turn.get("response"), str):
             raise ValueError(f"turn {index} has no response text")
@@ -54,16 +85,8 @@ def tokens_from_record(record: dict[str, Any], encoder: ChatEncoder, base: Path)
         refs = turn.get("image_refs") or []
         if index == 0 and not refs:
             refs = record.get("initial_image_refs") or []
-        images = [_load_image(base, str(ref)) for ref in refs]
-        if index == 0:
-            ids, vision = encoder.prompt_segment(str(record.get("system_prompt") or ""), observation, images)
-        else:
-            ids, vision = encoder.followup_segment(observation, images)
-        tokens.extend(ids, trainable=False)
-        tokens.images.extend(vision)
-        tokens.extend(encoder.response_ids(turn["response"]), trainable=True)
-        tokens.turn_ends.append(len(tokens) - 1)
-    return tokens
+        pieces.append((observation, [_load_image(base, str(ref)) for ref in refs], turn["response"]))
+    return tokens_from_turns(str(record.get("system_prompt") or ""), pieces, encoder)
 
 
 def load_jsonl(path: Path, encoder: ChatEncoder) -> tuple[list[EpisodeTokens], JsonlLoadReport]:

@@ -8,7 +8,6 @@ position in the data, and ``vista train --resume RUN_DIR`` continues exactly whe
 
 from __future__ import annotations
 
-import functools
 import json
 import math
 import random
@@ -38,15 +37,21 @@ from vista_rl.engine.checkpoint import (
 from vista_rl.engine.config import LocalEngineConfig, validate_engine_config
 from vista_rl.engine.evaluate import EvalResult, evaluate
 from vista_rl.engine.losses import Denominators, aggregate, clipped_policy_loss, kl_k3, value_loss
-from vista_rl.engine.metrics import EVAL_FILE, MetricsLogger, plot_reward_success
+from vista_rl.engine.metrics import EVAL_FILE, MetricsLogger, append_jsonl, plot_reward_success
 from vista_rl.engine.policy import Policy, load_pretrained, micro_batches, pick_device
-from vista_rl.engine.rollout import Episode, RolloutStats, run_rollout
-from vista_rl.engine.sft_data import load_jsonl
+from vista_rl.engine.policy_backend import PolicyBackend
+from vista_rl.engine.samples import SampleBatch, TrainSample, training_samples
+from vista_rl.engine.sft_data import load_jsonl, tokens_from_trajectory
 from vista_rl.env import Env
 from vista_rl.errors import ConfigError, VistaError
+from vista_rl.model import SamplingParams
 from vista_rl.plugins import core_version, host
+from vista_rl.rollout.engine import RolloutEngine, episode_specs
+from vista_rl.trajectory import Trajectory
 
 RESULTS_FILE = "results.json"
+#: Episodes left out of an update (env/tool/model failure), one JSON line each with the reason.
+FAILURES_FILE = "failures.jsonl"
 #: Called after every optimizer step with (stage, step); tests use it to interrupt a run.
 StepHook = Callable[[str, int], None]
 
@@ -82,8 +87,12 @@ class LocalEngine:
         self.run_dir = Path(resume) if resume is not None else Path(run.output_dir)
         self.resuming = resume is not None
         self.state = EngineState()
+        self.last_batch: SampleBatch | None = None
         self.device = pick_device(self.config.trainer.device)
         self._check_env()
+        if run.rollout.sampling.stop:
+            raise ConfigError("rollout.sampling.stop: the local engine ends a turn at <|im_end|> and does not "
+                              "support stop strings; remove them")
 
     # ---------------------------------------------------------------- set-up
     def _check_env(self) -> None:
@@ -94,6 +103,24 @@ class LocalEngine:
 
     def make_env(self) -> Env:
         return vista_rl.make_env(self.run_config.env.id, **self.run_config.env.config)
+
+    def _specs(self, seeds: list[int], group_size: int) -> list[Any]:
+        return episode_specs(self.run_config.env.id, seeds, group_size, self.run_config.env.config)
+
+    def _open_rollouts(self) -> None:
+        """One rollout path: training and evaluation drive the core ``RolloutEngine`` through the
+        in-memory policy (``PolicyBackend``), with the run's rollout settings."""
+        rollout = self.run_config.rollout
+        self.backend = PolicyBackend(self.policy)
+        self.rollout = RolloutEngine(self.backend, rollout, seed=self.run_config.seed)
+        eval_settings = rollout.model_copy(update={"batch_size": self.config.eval.batch_size})
+        self.eval_rollout = RolloutEngine(self.backend, eval_settings, seed=self.run_config.seed)
+
+    def _close_rollouts(self) -> None:
+        for name in ("rollout", "eval_rollout"):
+            engine = getattr(self, name, None)
+            if engine is not None:
+                engine.close()
 
     def _prepare_run_dir(self) -> None:
         if self.resuming:
@@ -135,6 +162,7 @@ class LocalEngine:
         random.seed(self.run_config.seed)
         np.random.seed(self.run_config.seed % 2**32)
         self.policy = self._build_policy()
+        self._open_rollouts()
         self.logger = MetricsLogger(self.run_dir)
         self.optimizer: torch.optim.Optimizer | None = None
         self.scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
@@ -158,6 +186,7 @@ class LocalEngine:
             raise
         finally:
             self.logger.close()
+            self._close_rollouts()
         return self._finish()
 
     def _progress(self) -> Progress:
@@ -180,11 +209,14 @@ class LocalEngine:
             examples, report = load_jsonl(Path(sft.path), self.policy.encoder)
             self.console.print(f"SFT data {sft.path}: {report.summary()}")
             return examples
-        episodes = run_rollout(self.make_env, self.run_config.env.id, sft.seeds.seeds(), 1, self.policy.encoder,
-                               None, self.run_config.rollout.max_turns)
-        succeeded = [episode.tokens for episode in episodes if episode.success]
+        oracle = vista_rl.make_model("scripted", path="oracle")
+        with RolloutEngine(oracle, self.run_config.rollout, seed=self.run_config.seed) as engine:
+            trajectories = engine.run(self._specs(sft.seeds.seeds(), 1))
+        succeeded = [tokens_from_trajectory(trajectory, self.policy.encoder) for trajectory in trajectories
+                     if trajectory.success and not trajectory.failure]
+        failed = sum(1 for trajectory in trajectories if trajectory.failure)
         self.console.print(f"SFT data: {len(succeeded)} oracle trajectories that succeeded "
-                           f"(of {len(episodes)} seeds)")
+                           f"(of {len(trajectories)} seeds" + (f"; {failed} failed with errors)" if failed else ")"))
         if not succeeded:
             raise VistaError(f"the oracle of {self.run_config.env.id} solved none of the SFT seeds; "
                              "check the env's oracle_response()")
@@ -292,13 +324,34 @@ class LocalEngine:
         sampling = rollout.sampling
         step = self.state.rl_step
         started = time.perf_counter()
-        stats = RolloutStats()
-        sampler = functools.partial(self.policy.generate, max_new_tokens=sampling.max_tokens,
-                                    temperature=sampling.temperature, top_p=sampling.top_p)
-        episodes = run_rollout(self.make_env, self.run_config.env.id, self._step_seeds(step), rollout.group_size,
-                               self.policy.encoder, sampler, rollout.max_turns,
-                               batch_size=self.config.eval.batch_size, stats=stats)
+        self.backend.forget_images()
+        self.rollout.sampling = SamplingParams(**sampling.model_dump(), n=1, seed=self.run_config.seed + step)
+        trajectories = self.rollout.run(self._specs(self._step_seeds(step), rollout.group_size))
+        batch = training_samples(trajectories, self.backend)
+        self.last_batch = batch  # the latest RL step's episodes (tests and step hooks inspect it)
+        self.backend.forget_images()  # the samples hold the tensors they need
         t_rollout = time.perf_counter() - started
+        self._record_dropped(batch.dropped)
+        episodes = batch.samples
+        generated = sum(int(t.metadata.get("generated_tokens", 0)) for t in trajectories)
+        rewards = [trajectory.total_reward for trajectory in trajectories]
+        metrics: dict[str, Any] = {
+            "stage": "rl", "step": step + 1, "global_step": self.state.global_step + 1,
+            "reward_mean": float(np.mean(rewards)), "reward_std": float(np.std(rewards)),
+            "success_rate": float(np.mean([trajectory.success for trajectory in trajectories])),
+            "turns_mean": float(np.mean([trajectory.num_turns for trajectory in trajectories])),
+            "tool_calls_mean": float(np.mean([int(t.metadata.get("tool_calls", 0)) for t in trajectories])),
+            "env_errors": sum(1 for trajectory in trajectories if trajectory.failure),
+            "trained_episodes": len(episodes),
+            "lr": self.optimizer.param_groups[0]["lr"] if self.optimizer else 0.0,
+        }
+        if not episodes:
+            self.console.print(f"[yellow]RL step {step + 1}: every episode failed; no update (see "
+                               f"{FAILURES_FILE})[/yellow]")
+            metrics.update(time_rollout_s=t_rollout, time_logprob_s=0.0, time_update_s=0.0, time_step_s=t_rollout,
+                           gen_tokens_per_s=generated / max(t_rollout, 1e-9), tokens_per_s=0.0,
+                           optimizer_steps=0, nan_skipped=False)
+            return metrics
 
         started = time.perf_counter()
         old = self._score_episodes(episodes, sampling.temperature)
@@ -313,26 +366,30 @@ class LocalEngine:
 
         trained_tokens = sum(len(episode.tokens) for episode in episodes)
         total_time = t_rollout + t_logprob + t_update
-        rewards = [episode.total_reward for episode in episodes]
-        metrics: dict[str, Any] = {
-            "stage": "rl", "step": step + 1, "global_step": self.state.global_step + 1,
-            "reward_mean": float(np.mean(rewards)), "reward_std": float(np.std(rewards)),
-            "success_rate": float(np.mean([episode.success for episode in episodes])),
-            "turns_mean": float(np.mean([episode.trajectory.num_turns for episode in episodes])),
+        metrics.update({
             "response_tokens_mean": float(np.mean([episode.response_tokens for episode in episodes])),
             "sequence_tokens_mean": float(np.mean([len(episode.tokens) for episode in episodes])),
-            "env_errors": stats.env_errors,
             "time_rollout_s": t_rollout, "time_logprob_s": t_logprob, "time_update_s": t_update,
             "time_step_s": total_time,
-            "gen_tokens_per_s": stats.generated_tokens / max(t_rollout, 1e-9),
-            "tokens_per_s": (trained_tokens + stats.generated_tokens) / max(total_time, 1e-9),
-            "lr": self.optimizer.param_groups[0]["lr"] if self.optimizer else 0.0,
-        }
+            "gen_tokens_per_s": generated / max(t_rollout, 1e-9),
+            "tokens_per_s": (trained_tokens + generated) / max(total_time, 1e-9),
+        })
         metrics.update(update)
         return metrics
 
+    def _record_dropped(self, dropped: list[tuple[Trajectory, str]]) -> None:
+        """Failed episodes are part of the record, not a reason to stop: one line each."""
+        for trajectory, reason in dropped:
+            append_jsonl(self.run_dir / FAILURES_FILE, {
+                "stage": "rl", "step": self.state.rl_step + 1, "env_id": trajectory.env_id, "seed": trajectory.seed,
+                "sample_index": trajectory.sample_index, "reason": reason,
+                "stop_reason": trajectory.metadata.get("stop_reason"), "turns": trajectory.num_turns})
+        if dropped:
+            self.console.print(f"[yellow]RL step {self.state.rl_step + 1}: {len(dropped)} episode(s) left out of "
+                               f"the update ({dropped[0][1]}; all in {FAILURES_FILE})[/yellow]")
+
     @torch.no_grad()
-    def _score_episodes(self, episodes: list[Episode], temperature: float) -> dict[str, torch.Tensor]:
+    def _score_episodes(self, episodes: list[TrainSample], temperature: float) -> dict[str, torch.Tensor]:
         """Rollout-time log-probs (and reference log-probs and values) of every episode, padded."""
         self.policy.train(False)
         width = max(len(episode.tokens) for episode in episodes)
@@ -349,7 +406,7 @@ class LocalEngine:
                 out["ref_logprobs"].append(_pad(self.policy.score(tensors, temperature, reference=True).logprobs, width))
         return {key: torch.cat(parts).cpu() for key, parts in out.items() if parts}
 
-    def _ppo_update(self, episodes: list[Episode], old: dict[str, torch.Tensor], advantages: torch.Tensor,
+    def _ppo_update(self, episodes: list[TrainSample], old: dict[str, torch.Tensor], advantages: torch.Tensor,
                     returns: torch.Tensor, temperature: float) -> dict[str, Any]:
         algorithm, trainer = self.config.algorithm, self.config.trainer
         assert self.optimizer is not None
@@ -393,7 +450,7 @@ class LocalEngine:
             result.pop("value_loss")
         return result
 
-    def _micro_loss(self, episodes: list[Episode], rows: list[int], old: dict[str, torch.Tensor],
+    def _micro_loss(self, episodes: list[TrainSample], rows: list[int], old: dict[str, torch.Tensor],
                     advantages: torch.Tensor, returns: torch.Tensor, temperature: float,
                     denom: Denominators) -> dict[str, float]:
         algorithm = self.config.algorithm
@@ -500,9 +557,14 @@ class LocalEngine:
     def _evaluate(self, label: str) -> EvalResult:
         eval_cfg, rollout = self.config.eval, self.run_config.rollout
         task = self.progress.add_task(f"eval {label}", total=None, info=f"{eval_cfg.seeds.count} held-out seeds")
-        result = evaluate(self.policy, self.make_env, self.run_config.env.id, eval_cfg.seeds.seeds(),
-                          rollout.max_turns, rollout.sampling.max_tokens, eval_cfg.temperature, label,
-                          eval_cfg.batch_size, seed=self.run_config.seed)
+        sampling = SamplingParams(**{**rollout.sampling.model_dump(), "temperature": eval_cfg.temperature},
+                                  n=1, seed=self.run_config.seed)
+        self.backend.keep_images = False  # evaluation trains nothing: hold no tensors
+        try:
+            result = evaluate(self.eval_rollout, self._specs(eval_cfg.seeds.seeds(), 1), sampling, label,
+                              seed=self.run_config.seed)
+        finally:
+            self.backend.keep_images = True
         self.progress.update(task, total=1, completed=1, info=f"success {result.success}")
         record = result.to_dict()
         record.update(rl_step=self.state.rl_step, sft_step=self.state.sft_step, global_step=self.state.global_step)

@@ -17,7 +17,11 @@ from vista_rl.trajectory import Turn
 
 def expert_trajectory(env: Env, seed: int, *, env_id: str = "", max_turns: int = 50) -> Trajectory:
     """Play one episode of ``env`` from ``seed`` with its oracle.  ``success`` tells whether it
-    reached the goal (a slippery FrozenLake can still fail; an env without an oracle stops at once)."""
+    reached the goal (a slippery FrozenLake can still fail; an env without an oracle stops at once).
+
+    ``Turn.observation`` (and ``Turn.images``) is the observation the oracle *answered*, as in every
+    rollout, so SFT pairs each response with what it responded to; the observation after the last
+    step goes to ``metadata["final_observation"]``, as the rollout engine records it."""
     observation, _ = env.reset(seed=seed)
     trajectory = Trajectory(env_id=env_id, seed=seed, system_prompt=env.system_prompt(),
                             initial_observation=observation.text, initial_images=list(observation.images))
@@ -27,12 +31,14 @@ def expert_trajectory(env: Env, seed: int, *, env_id: str = "", max_turns: int =
             trajectory.failure = "the oracle has no response for this state"
             break
         result = env.step(response)
-        trajectory.turns.append(Turn(observation=result.observation.text, response=response,
-                                     reward=result.reward, images=list(result.observation.images),
+        trajectory.turns.append(Turn(observation=observation.text, response=response,
+                                     reward=result.reward, images=list(observation.images),
                                      info=_json_ready(result.info)))
         if result.info.get("success"):
             trajectory.success = True
+        observation = result.observation
         if result.done:
+            trajectory.metadata["final_observation"] = observation.text
             break
     else:
         trajectory.failure = f"not solved within {max_turns} turns"

@@ -259,16 +259,25 @@ class RolloutEngine:
             else:
                 env, observation, info, prompt, tools = outcome.value
                 episode.env, episode.tools = env, tools
-                if tools and self.settings.describe_tools:
-                    prompt = (prompt + "\n\n" if prompt else "") + tools_prompt(tools)
-                episode.system = Message("system", escape_placeholders(prompt)) if prompt else None
-                trajectory.system_prompt = prompt
-                trajectory.initial_observation = observation.text
-                trajectory.initial_images = list(observation.images)
-                trajectory.metadata["reset_info"] = info
-                episode.add_user(Message.from_observation(observation))
+                try:
+                    self._start(episode, observation, info, prompt, tools)
+                except Exception as exc:  # noqa: BLE001 - e.g. a tool whose schema cannot be built
+                    episode.fail(f"starting env {spec.env_id} failed: {type(exc).__name__}: {exc}", "env_error")
             episodes.append(episode)
         return episodes
+
+    def _start(self, episode: _Episode, observation: Observation, info: dict[str, Any], prompt: Any,
+               tools: dict[str, Tool]) -> None:
+        prompt = prompt if isinstance(prompt, str) else str(prompt or "")
+        if tools and self.settings.describe_tools:
+            prompt = (prompt + "\n\n" if prompt else "") + tools_prompt(tools)
+        episode.system = Message("system", escape_placeholders(prompt)) if prompt else None
+        trajectory = episode.trajectory
+        trajectory.system_prompt = prompt
+        trajectory.initial_observation = observation.text
+        trajectory.initial_images = list(observation.images)
+        trajectory.metadata["reset_info"] = info
+        episode.add_user(Message.from_observation(observation))
 
     # ------------------------------------------------------------------ one turn
     def _turn(self, live: list[_Episode]) -> None:
@@ -287,7 +296,10 @@ class RolloutEngine:
             if isinstance(generation, str):
                 episode.fail(generation, "model_error")
                 continue
-            jobs.extend(self._respond(episode, chat, generation))
+            try:
+                jobs.extend(self._respond(episode, chat, generation))
+            except Exception as exc:  # noqa: BLE001 - one bad output fails its own episode, not the batch
+                episode.fail(f"handling the model's response raised {type(exc).__name__}: {exc}", "model_error")
         self._collect(jobs)
         resets = [episode for episode in active if episode.needs_reset and not episode.done]
         if resets:
@@ -339,9 +351,14 @@ class RolloutEngine:
         self._account_tokens(episode, chat, generation, text)
         episode.history.append(Message("assistant", escape_placeholders(text)))
 
-        parsed = parse_response(text, _TOOL_FORMAT)
-        if episode.tools and parsed.tool_calls:
-            return self._submit_tools(episode, parsed.tool_calls)
+        tool_calls: list[Any] = []
+        if episode.tools:
+            try:
+                tool_calls = list(parse_response(text, _TOOL_FORMAT).tool_calls)
+            except Exception as exc:  # noqa: BLE001 - the parser is total; this guards a regression
+                episode.trajectory.turns[-1].error = f"parse_response raised {type(exc).__name__}: {exc}"
+        if tool_calls:
+            return self._submit_tools(episode, tool_calls)
         assert episode.env is not None
         return [(episode, "step", self._pool.submit(episode.env.step, text))]
 
@@ -408,7 +425,11 @@ class RolloutEngine:
                     episode.fail(f"env.step() returned {type(outcome.value).__name__}, not a StepResult",
                                  "env_error")
                 else:
-                    self._apply_step(episode, outcome.value)
+                    try:
+                        self._apply_step(episode, outcome.value)
+                    except Exception as exc:  # noqa: BLE001 - a malformed StepResult fails its episode only
+                        episode.fail(f"env.step() returned an unusable result: {type(exc).__name__}: {exc}",
+                                     "env_error")
                 continue
             name, arguments, result = payload
             self.timings.tool_calls += 1
@@ -424,15 +445,19 @@ class RolloutEngine:
                     episode.fail(f"tool {name} returned {type(result).__name__}, not a ToolResult", "tool_error")
                     continue
             episode.trajectory.turns[-1].tool_calls.append(ToolCallRecord(
-                name=name, arguments=arguments, result_text=result.text, num_images=len(result.images),
-                error=result.error))
+                name=name, arguments=arguments, result_text=str(result.text), num_images=len(result.images),
+                error=bool(result.error)))
             episode.tool_call_count += 1
             tool_results.setdefault(id(episode), []).append((name, result))
             tool_episodes[id(episode)] = episode
         for key, results in tool_results.items():
             episode = tool_episodes[key]
             if not episode.done:
-                episode.add_user(tool_results_message(results, self.settings.tool_response_role))
+                try:
+                    episode.add_user(tool_results_message(results, self.settings.tool_response_role))
+                except Exception as exc:  # noqa: BLE001 - e.g. a tool result whose images are not images
+                    names = ", ".join(name for name, _ in results)
+                    episode.fail(f"tool result of {names} is unusable: {type(exc).__name__}: {exc}", "tool_error")
 
     def _apply_step(self, episode: _Episode, result: StepResult) -> None:
         turn = episode.trajectory.turns[-1]
@@ -467,7 +492,11 @@ class RolloutEngine:
             if not outcome.ok:
                 self._env_failed(episode, outcome, "env.reset() for a reflection retry")
                 continue
-            observation: Observation = outcome.value
+            observation = outcome.value
+            if not isinstance(observation, Observation):
+                episode.fail(f"env.reset() for a reflection retry returned {type(observation).__name__}, "
+                             "not an Observation", "env_error")
+                continue
             last_info = episode.trajectory.turns[-1].info
             episode.attempt += 1
             episode.turns_in_attempt = 0
@@ -495,7 +524,11 @@ class RolloutEngine:
             format_errors=episode.format_errors, env_steps=episode.env_steps, tool_calls=episode.tool_call_count,
         )
         trajectory.metadata.setdefault("first_attempt_success", trajectory.success)
-        trajectory.token_view = episode.builder.build()
+        try:
+            trajectory.token_view = episode.builder.build()
+        except Exception as exc:  # noqa: BLE001 - an inconsistent view is dropped, the episode is kept
+            trajectory.token_view = None
+            episode.builder.disable(f"building the token view raised {type(exc).__name__}: {exc}")
         if episode.builder.error and episode.builder.turn_ends:
             trajectory.metadata["token_view_error"] = episode.builder.error
         self._close_env(episode)
@@ -513,6 +546,8 @@ def _pick(outputs: Any, position: int) -> Generation | str:
     """The first sample for chat ``position``, or a reason why the backend's output has none."""
     try:
         samples = outputs[position]
+        if isinstance(samples, BaseException):
+            return f"model backend failed for chat {position}: {type(samples).__name__}: {samples}"
         generation = samples[0]
     except (IndexError, KeyError, TypeError):
         return f"model backend returned no generation for chat {position} (output: {type(outputs).__name__})"

@@ -1,0 +1,146 @@
+"""The policy being trained, as a :class:`~vista_rl.model.ModelBackend`.
+
+Why: training must see every turn exactly as evaluation does (tools, reflection, context windows,
+timeouts, remote envs), so the local engine rolls out through the core ``RolloutEngine`` like every
+other backend.  What training needs beyond a plain backend, this one adds:
+
+- the exact sampled ids and their log-probs in each :class:`~vista_rl.model.Generation`, and the
+  full prompt ids, so the engine's token view (``Trajectory.token_view``) holds the sampled tokens;
+- the processor tensors of every image it encoded, by image hash (the token view's
+  ``image_refs``), so the update scores the very pixel values the rollout saw;
+- prompts rendered message by message with the sampled ids of earlier assistant turns, so turn k+1's
+  prompt extends turn k's prompt plus its sampled ids token for token ("exact" alignment).
+
+Encoded messages are cached by identity for as long as the rollout engine keeps passing them (it
+reuses the same ``Message`` objects turn after turn), so each image goes through the processor once
+per episode, not once per turn.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from vista_rl.engine.chat_tokens import EpisodeTokens, ImageInput
+from vista_rl.engine.policy import Policy
+from vista_rl.model import Generation, ModelBackend, SamplingParams
+from vista_rl.observation import Chat, Message
+from vista_rl.rollout.context import escape_placeholders
+from vista_rl.store.images import image_hash
+
+
+@dataclass
+class _Segment:
+    message: Message  # held so that its id() cannot be reused while cached
+    ids: list[int]
+    images: list[ImageInput]
+
+
+@dataclass
+class _Reply:
+    prompt_end: Message  # the message the reply answered (last message of its chat)
+    ids: list[int]
+    content: str  # the assistant message the rollout engine appends for it
+
+
+class PolicyBackend(ModelBackend):
+    """Samples from an in-memory :class:`Policy`; see the module docstring for what it adds."""
+
+    def __init__(self, policy: Policy, *, keep_images: bool = True) -> None:
+        self.policy = policy
+        self.encoder = policy.encoder
+        #: End-of-turn ids for the token view builder (``vista_rl.rollout.token_view``).
+        self.stop_token_ids = [self.encoder.im_end_id]
+        #: Record processor tensors by image hash (training); off for evaluation-only use.
+        self.keep_images = keep_images
+        self.images: dict[str, ImageInput] = {}
+        self._segments: dict[int, _Segment] = {}
+        self._replies: dict[int, _Reply] = {}
+
+    # ------------------------------------------------------------------ backend
+    def generate(self, chats: Sequence[Chat], params: SamplingParams) -> list[list[Generation]]:
+        """One call for the whole batch.  A chat that cannot be encoded fails alone: its entry is
+        the exception (the rollout engine records it on that episode)."""
+        if params.stop:
+            raise ValueError("the local engine's policy stops at <|im_end|>; rollout.sampling.stop is not "
+                             "supported (remove it)")
+        segments: dict[int, _Segment] = {}
+        replies: dict[int, _Reply] = {}
+        prefixes: list[EpisodeTokens] = []
+        rows: list[int] = []
+        outputs: list[list[Generation] | BaseException] = []
+        for index, chat in enumerate(chats):
+            try:
+                prefix = self._render(chat, segments, replies)
+            except Exception as exc:  # noqa: BLE001 - a bad message fails its own episode only
+                outputs.append(ValueError(f"encoding the prompt failed: {type(exc).__name__}: {exc}"))
+                continue
+            outputs.append([])
+            for _ in range(params.n):
+                prefixes.append(prefix)
+                rows.append(index)
+        self._segments, self._replies = segments, replies
+        if prefixes:
+            sampled = self.policy.sample(prefixes, params.max_tokens, params.temperature, params.top_p)
+            for row, prefix, (ids, logprobs) in zip(rows, prefixes, sampled, strict=True):
+                samples = outputs[row]
+                assert isinstance(samples, list)
+                text = self.encoder.decode(ids)
+                finish = "stop" if ids and ids[-1] == self.encoder.im_end_id else "length"
+                samples.append(Generation(text=text, token_ids=ids, logprobs=logprobs,
+                                          prompt_token_ids=list(prefix.input_ids), finish_reason=finish))
+                if len(samples) == 1:
+                    last = chats[row][-1]
+                    replies[id(last)] = _Reply(last, ids, escape_placeholders(text))
+        return outputs  # type: ignore[return-value]
+
+    # ------------------------------------------------------------- training aid
+    def image_inputs(self, refs: Sequence[str]) -> list[ImageInput]:
+        """The processor tensors of images this backend encoded (KeyError names a missing one)."""
+        missing = [ref for ref in refs if ref not in self.images]
+        if missing:
+            raise KeyError(f"{len(missing)} image(s) of the token view were never encoded by the policy backend")
+        return [self.images[ref] for ref in refs]
+
+    def forget_images(self) -> None:
+        self.images.clear()
+
+    # ---------------------------------------------------------------- rendering
+    def _render(self, chat: Chat, segments: dict[int, _Segment], replies: dict[int, _Reply]) -> EpisodeTokens:
+        encoder = self.encoder
+        prefix = EpisodeTokens()
+        for position, message in enumerate(chat):
+            if message.role == "assistant":
+                ids = self._assistant_ids(chat, position, replies)
+                prefix.extend(encoder.assistant_header + ids + encoder.message_end, trainable=False)
+                continue
+            segment = self._segments.get(id(message)) or segments.get(id(message))
+            if segment is None or segment.message is not message:
+                segment = self._encode(message)
+            segments[id(message)] = segment
+            prefix.extend(segment.ids, trainable=False)
+            prefix.images.extend(segment.images)
+        prefix.extend(encoder.assistant_header, trainable=False)
+        return prefix
+
+    def _assistant_ids(self, chat: Chat, position: int, replies: dict[int, _Reply]) -> list[int]:
+        """The sampled ids of this assistant turn when this backend sampled it, else its text
+        tokenized (a conversation started elsewhere)."""
+        message = chat[position]
+        if position > 0:
+            before = chat[position - 1]
+            reply = self._replies.get(id(before)) or replies.get(id(before))
+            if reply is not None and reply.prompt_end is before and reply.content == message.content:
+                replies[id(before)] = reply
+                ids = list(reply.ids)
+                if not ids or ids[-1] != self.encoder.im_end_id:
+                    ids.append(self.encoder.im_end_id)  # cut at the token limit: the template closes it
+                return ids
+        return self.encoder.response_ids(message.content)
+
+    def _encode(self, message: Message) -> _Segment:
+        ids, images = self.encoder.message_segment(message.role, message.content, list(message.images))
+        if self.keep_images:
+            for image, tensors in zip(message.images, images, strict=True):
+                self.images[image_hash(image)] = tensors
+        return _Segment(message, ids, images)

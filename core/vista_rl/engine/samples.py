@@ -1,0 +1,80 @@
+"""From rollout trajectories to training samples: the token view plus the processor tensors.
+
+The rollout engine records each episode's :class:`~vista_rl.trajectory.TokenView` (sampled ids,
+assistant-only loss mask, turn ends, per-turn rewards, image refs); the policy backend kept the
+exact pixel tensors of those images.  An episode that failed (env, tool or model error, recorded in
+``Trajectory.failure``) or has no usable token view is left out of the update and reported, so one
+broken env costs one sample, never the step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from vista_rl.engine.chat_tokens import EpisodeTokens
+from vista_rl.engine.policy_backend import PolicyBackend
+from vista_rl.trajectory import Trajectory
+
+
+@dataclass
+class TrainSample:
+    """One episode ready for the loss: tokens (with images), its GRPO group and turn rewards."""
+
+    trajectory: Trajectory
+    tokens: EpisodeTokens
+    group: int
+    turn_rewards: list[float] = field(default_factory=list)
+
+    @property
+    def success(self) -> bool:
+        return self.trajectory.success
+
+    @property
+    def response_tokens(self) -> int:
+        return int(sum(self.tokens.loss_mask))
+
+
+@dataclass
+class SampleBatch:
+    samples: list[TrainSample]
+    #: Episodes left out of the update, each with the reason.
+    dropped: list[tuple[Trajectory, str]]
+
+
+def why_untrainable(trajectory: Trajectory) -> str | None:
+    if trajectory.failure:
+        return f"episode failed: {trajectory.failure}"
+    if trajectory.token_view is None:
+        reason = trajectory.metadata.get("token_view_error") or "no model turn"
+        return f"no token view: {reason}"
+    return None
+
+
+def training_samples(trajectories: Sequence[Trajectory], backend: PolicyBackend) -> SampleBatch:
+    """Samples of the trainable trajectories; samples of one seed share a group index."""
+    groups: dict[str, int] = {}
+    samples: list[TrainSample] = []
+    dropped: list[tuple[Trajectory, str]] = []
+    for trajectory in trajectories:
+        reason = why_untrainable(trajectory)
+        view = trajectory.token_view
+        if reason is None and view is not None:
+            try:
+                images = backend.image_inputs(view.image_refs)
+            except KeyError as exc:
+                reason = str(exc)
+            else:
+                tokens = EpisodeTokens(list(view.input_ids), list(view.loss_mask), list(view.turn_ends), images)
+                expected = sum(backend.encoder.vision_tokens(image) for image in images)
+                found = sum(1 for token in tokens.input_ids if token == backend.encoder.image_token_id)
+                if expected != found:
+                    reason = f"token view has {found} image tokens but its images need {expected}"
+        if reason is not None:
+            dropped.append((trajectory, reason))
+            continue
+        assert view is not None
+        key = str(trajectory.metadata.get("group_id", f"{trajectory.env_id}:{trajectory.seed}"))
+        group = groups.setdefault(key, len(groups))
+        samples.append(TrainSample(trajectory, tokens, group, list(view.turn_rewards)))
+    return SampleBatch(samples, dropped)
