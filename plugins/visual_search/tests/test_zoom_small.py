@@ -14,7 +14,7 @@ from vista_rl_sdk import check_env
 ENV = "visual_search/zoom-small-v0"
 
 
-@pytest.mark.parametrize("config", [{}, {"tools": []}, {"grid": 2, "marker": 4, "colours": ["red", "blue"]}])
+@pytest.mark.parametrize("config", [{}, {"tools": []}, {"grid": 3, "marker": 4, "colours": ["red", "blue"]}])
 def test_conformance(config):
     check_env(ENV, config, seeds=(0, 1))
 
@@ -48,8 +48,12 @@ def test_the_zoom_at_the_named_point_shows_the_answer_colour():
         x, y = info["target_point"]
         assert f"({x}, {y})" in observation.text
         context = ToolContext(images=list(observation.images), metadata=env.tool_context_metadata())
-        result = tool({"coordinate": [x, y], "offset": 4, "size": 112}, context)
-        assert not result.error and result.images[0].size == (112, 112)
+        result = tool({"coordinate": [x, y], "offset": env.config.zoom_offset, "size": env.config.zoom_size},
+                      context)
+        assert not result.error and result.images[0].size == (224, 224)
+        # Each block of the marker spans 2x2 vision patches, so some patches are pure dot colour.
+        patches = np.asarray(result.images[0]).astype(float).reshape(16, 14, 16, 14, 3).mean(axis=(1, 3))
+        assert np.abs(patches - DOT_COLOURS[info["answer"]]).max(axis=2).min() < 3
         pixels = {tuple(p) for p in np.asarray(result.images[0]).reshape(-1, 3)}
         answer = DOT_COLOURS[info["answer"]]
         assert answer in pixels and complement(answer) in pixels
@@ -93,4 +97,4 @@ def test_bad_config_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown colour"):
         vista_rl.make_env(ENV, colours=["red", "mauve"])
     with pytest.raises(ValueError, match="too small"):
-        vista_rl.make_env(ENV, display_size=28, grid=3)
+        vista_rl.make_env(ENV, display_size=28, grid=4)

@@ -10,10 +10,15 @@ where the answer is *provably* not in the shown image and *plainly* in a zoom.  
   downscale (``Image.reduce``) and every marker is aligned to the ``factor`` blocks with exactly half
   of each block's pixels ``c`` and half ``2*grey - c``, so every marker becomes the background grey:
   **the view is the same image for every seed** and holds no information about any colour;
-- the question names the marker by its view coordinate ("What colour is the dot at (19, 56)?"), so
+- the question names the marker by its view coordinate ("What colour is the dot at (28, 84)?"), so
   where to zoom is text, not visual search (a tiny random model cannot learn to localise in minutes);
 - ``crop_zoom`` at that coordinate (cut from the full-resolution scene) shows the dot large; answer
   colours and their complements are disjoint sets, so the colours in the crop name the answer.
+
+One trap, measured: the zoom must magnify a block to *more* than one 14-pixel vision patch.  With
+``offset`` 4 a block is ``zoom_size / 8`` crop pixels; at ``zoom_size`` 112 that is exactly one patch,
+so every patch of the zoom averages to grey as well and a tiny model cannot learn the colour.  The
+default ``zoom_size`` 224 makes each block 2x2 patches, the inner ones pure dot colour.
 
 Without tools no policy can beat ``1 / len(colours)`` in expectation (the best constant answer);
 the scripted oracle zooms at the target and answers, success 1.0.
@@ -87,8 +92,8 @@ def marker_centres(grid: int, display_size: int) -> list[tuple[int, int]]:
     return [(round((col + 0.5) * cell), round((row + 0.5) * cell)) for row in range(grid) for col in range(grid)]
 
 
-def generate_marker_scene(seed: int, grid: int = 3, display_size: int = 112, factor: int = 8,
-                          colours: tuple[str, ...] = tuple(DOT_COLOURS), marker: int = 6) -> MarkerScene:
+def generate_marker_scene(seed: int, grid: int = 2, display_size: int = 112, factor: int = 8,
+                          colours: tuple[str, ...] = tuple(DOT_COLOURS), marker: int = 2) -> MarkerScene:
     """The scene of ``seed``: every marker's colour and which one is asked are seeded."""
     rng = random.Random(seed)
     size = display_size * factor
@@ -119,13 +124,13 @@ class SmallZoomConfig(QAEnvConfig):
                              description="[] disables the tool (and drops it from the prompt)")
     max_turns: int = Field(3, ge=1, le=50)
     max_images: int = Field(3, ge=1, le=64)
-    grid: int = Field(3, ge=1, le=8, description="markers per side")
+    grid: int = Field(2, ge=1, le=8, description="markers per side")
     display_size: int = Field(112, ge=28, le=1024, description="side of the view the model gets")
     factor: int = Field(8, ge=2, le=32, description="full resolution / view (the downscale factor)")
     colours: list[str] = Field(default_factory=lambda: list(DOT_COLOURS), min_length=2)
-    marker: int = Field(6, ge=2, le=32, description="marker side in view pixels (even)")
+    marker: int = Field(2, ge=2, le=32, description="marker side in view pixels (even)")
     zoom_offset: int = Field(4, ge=4, description="crop_zoom offset (view pixels) the oracle and prompt use")
-    zoom_size: int = Field(112, ge=32, le=2048, description="crop_zoom size (pixels) the oracle and prompt use")
+    zoom_size: int = Field(224, ge=32, le=2048, description="crop_zoom size (pixels) the oracle and prompt use")
 
     @field_validator("marker")
     @classmethod
