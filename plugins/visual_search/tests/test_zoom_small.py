@@ -1,5 +1,7 @@
 """visual_search/zoom-small-v0: the answer is provably absent from the view and plainly in the zoom."""
 
+import json
+
 import numpy as np
 import pytest
 from vista_plugin_visual_search.small import DOT_COLOURS, GREY, complement, generate_marker_scene, marker_mask
@@ -98,3 +100,24 @@ def test_bad_config_is_a_clear_error():
         vista_rl.make_env(ENV, colours=["red", "mauve"])
     with pytest.raises(ValueError, match="too small"):
         vista_rl.make_env(ENV, display_size=28, grid=4)
+
+
+def test_the_viewer_shows_each_tool_turn_with_its_zoomed_image(tmp_path):
+    from rich.console import Console
+
+    from vista_rl.cli.eval import run_eval
+    from vista_rl.config import RunConfig
+
+    config = RunConfig.model_validate({
+        "seed": 7, "output_dir": str(tmp_path / "eval"), "env": {"id": ENV},
+        "model": {"backend": "scripted", "path": "oracle"},
+        "rollout": {"episodes": 3, "max_turns": 3, "describe_tools": False}})
+    summary = run_eval(config, ScriptedBackend("oracle"), Console(quiet=True))
+    assert summary["success_rate"]["value"] == 1.0 and summary["tool_calls"] == 3
+    html = (tmp_path / "eval" / "trajectories.html").read_text()
+    rows = [line for line in (tmp_path / "eval" / "trajectories.jsonl").read_text().splitlines() if line]
+    assert len(rows) == 3 and html.count("crop_zoom") >= 3
+    for row in map(json.loads, rows):
+        (zoom_ref,) = row["turns"][1]["image_refs"]  # the answer turn saw the zoom ...
+        assert f'src="images/{zoom_ref}.png"' in html  # ... and the viewer shows it
+        assert (tmp_path / "eval" / "images" / f"{zoom_ref}.png").is_file()
