@@ -73,7 +73,7 @@ def evaluate(console: Console, label: str, config: RunConfig) -> Row:
     row = Row(label, summary["success_rate"], summary["tool_calls"] / max(summary["episodes"], 1),
               config.output_dir)
     console.print(f"eval [bold]{label}[/bold]: success {row.cell()}, {row.tool_calls:.2f} tool calls/episode "
-                  f"({time.perf_counter() - started:.0f} s; viewer {config.output_dir}/trajectories.html)")
+                  f"({time.perf_counter() - started:.0f} s; viewer {config.output_dir}/trajectories.html)", soft_wrap=True)
     return row
 
 
@@ -133,11 +133,11 @@ def main(argv: list[str] | None = None) -> int:
 
     seeds = engine.eval.seeds
     console.print(f"\nheld-out success on {run.env.id} ({seeds.count} seeds from {seeds.start}, never trained "
-                  "on), 95% CIs:")
+                  "on), 95% CIs:", soft_wrap=True)
     width = max(len(row.label) for row in rows.values())
     for row in rows.values():
         calls = f"   {row.tool_calls:.2f} zooms/episode" if row.tool_calls is not None else ""
-        console.print(f"  {row.label:<{width}}  {row.cell()}{calls}", highlight=False)
+        console.print(f"  {row.label:<{width}}  {row.cell()}{calls}", highlight=False, soft_wrap=True)
     rl = rows["rl"].success if "rl" in rows else None
     rivals = {"SFT": rows.get("sft"), "the tools-disabled RL model": rows["rl_off"],
               "the best constant answer": rows["blind"]}
@@ -146,12 +146,14 @@ def main(argv: list[str] | None = None) -> int:
     passed = all(beats.values())
     console.print(f"RL with the tool beats {', '.join(rivals)} beyond both 95% CIs: "
                   f"{'yes' if passed else 'no'}" + ("" if passed else
-                  f" (not beyond: {', '.join(name for name, ok in beats.items() if not ok)})"), highlight=False)
+                  f" (not beyond: {', '.join(name for name, ok in beats.items() if not ok)})"), highlight=False,
+                  soft_wrap=True)
     viewer = rows.get("rl_sampled") or rows.get("rl_viewer")
     if viewer is not None:
         console.print(f"  tool turns with their zoomed images: {viewer.where}/trajectories.html "
-                      f"(or `vista trajectories show {viewer.where}`)", highlight=False)
-    console.print(f"  run directory: {run_dir} (plot: {run_dir}/reward_success.png)", highlight=False)
+                      f"(or `vista trajectories show {viewer.where}`)", highlight=False, soft_wrap=True)
+    console.print(f"  run directory: {run_dir} (plot: {run_dir}/reward_success.png)", highlight=False,
+                  soft_wrap=True)
     if args.start is not None:
         console.print(f"wall time: {time.time() - args.start:.0f} s", highlight=False)
     summary = {"env": run.env.id, "rows": {key: vars(row) for key, row in rows.items()}, "beats": beats,
