@@ -1,0 +1,98 @@
+"""The tool-use main job's config (examples/visual_search_tools.yaml) trains end to end at tiny sizes,
+the zoom reaches the model, and the demo harness scores the same model with the tool disabled.
+
+(That tool results reach the model *in RL rollouts* and are masked from the loss is pinned by
+tests/test_engine_rollout.py; here the example config and the tools-disabled switch are checked.)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from vista_rl.config import RunConfig, load_config
+
+pytest.importorskip("transformers")
+pytest.importorskip("vista_plugin_visual_search.small")
+from vista_rl.engine.trainer import LocalEngine  # noqa: E402 - after the skip: needs torch
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "visual_search_tools.yaml"
+
+
+def _harness() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("demo_tools", ROOT / "scripts" / "demo_tools.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def _tiny_example(model_dir: Path, out: Path) -> RunConfig:
+    return load_config(RunConfig, EXAMPLE, overrides=[
+        f"model.path={model_dir}", f"output_dir={out}", "rollout.group_size=2", "rollout.batch_size=8",
+        "engine_config.sft.steps=2", "engine_config.sft.batch_size=2", "engine_config.sft.seeds.count=3",
+        "engine_config.trainer.steps=1", "engine_config.trainer.seeds_per_step=2",
+        "engine_config.trainer.micro_batch_size=4",
+        "engine_config.eval.seeds.count=2", "engine_config.eval.batch_size=4"])
+
+
+def test_the_example_config_trains_end_to_end_and_the_harness_scores_tools_disabled(
+        tmp_path: Path, tiny_model_dir: Path) -> None:
+    run = _tiny_example(tiny_model_dir, tmp_path / "run")
+    assert run.env.config["tools"] == ["crop_zoom"] and run.rollout.describe_tools is False
+    engine = LocalEngine(run)
+    examples: list[Any] = []
+    original = engine._sft_examples
+
+    def keep_examples() -> list[Any]:
+        examples.extend(original())
+        return examples
+
+    engine._sft_examples = keep_examples  # type: ignore[method-assign]
+    results = engine.run()
+    assert set(results["evals"]) == {"untrained", "sft", "rl"}
+    rl_rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()
+               if json.loads(line).get("stage") == "rl"]
+    assert len(rl_rows) == 1 and rl_rows[0]["trained_episodes"] == 4 and rl_rows[0]["optimizer_steps"] >= 1
+
+    # The zoom reaches the model: each oracle SFT example holds the view and the zoomed crop (as many
+    # image tokens as the crop at the example's zoom_size needs), and the loss skips the tool result.
+    encoder = engine.policy.encoder
+    size = run.env.config["zoom_size"]
+    assert len(examples) == 3
+    for tokens in examples:
+        assert len(tokens.images) == 2
+        view, crop = (encoder.vision_tokens(image) for image in tokens.images)
+        assert crop == (size // 28) ** 2 and view == (run.env.config["display_size"] // 28) ** 2
+        first_end = tokens.turn_ends[0] + 1
+        second = tokens.loss_mask.index(1, first_end)
+        between = tokens.input_ids[first_end:second]
+        assert between.count(encoder.image_token_id) == crop
+        assert not any(tokens.loss_mask[first_end:second])
+        assert "Zoomed view of image 0" in encoder.tokenizer.decode(between)
+
+    # The harness: the RL model with the tool disabled, and the best constant answer, on the held-out seeds.
+    status = _harness().main([str(tmp_path / "run"), "--no-sampled"])
+    summary = json.loads((tmp_path / "run" / "demo_tools.json").read_text())
+    assert status == (0 if summary["verdict"] else 1)
+    rows = summary["rows"]
+    assert {"untrained", "sft", "rl", "rl_off", "blind", "rl_viewer"} <= set(rows)
+    assert rows["rl_off"]["tool_calls"] == 0 and rows["blind"]["tool_calls"] == 0
+    off = [json.loads(line) for line in
+           (Path(rows["rl_off"]["where"]) / "trajectories.jsonl").read_text().splitlines()]
+    on = [json.loads(line) for line in
+          (Path(rows["rl_viewer"]["where"]) / "trajectories.jsonl").read_text().splitlines()]
+    assert len(off) == len(on) == 2 and [t["seed"] for t in off] == [t["seed"] for t in on]
+    assert all("crop_zoom" not in t["system_prompt"] for t in off)
+    assert all("crop_zoom" in t["system_prompt"] for t in on)
+    assert (Path(rows["rl_viewer"]["where"]) / "trajectories.html").is_file()
+    blind = summary["best_constant_answer"]
+    assert blind in run.env.config.get("colours", ["red", "green", "blue", "orange"])
