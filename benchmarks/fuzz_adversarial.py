@@ -118,6 +118,7 @@ def env_configs(data_dir: Path, server_url: str | None) -> dict[str, tuple[str, 
         "remote/*": ("remote/frozenlake/frozenlake-v0", remote) if remote else None,
         "ray": ("ray", {"env": "sokoban/sokoban-v0"}),
         "ray/*": ("ray/oddshape/odd-colour-v0", {}),
+        "vista/blank-images": ("vista/blank-images", {"env": "frozenlake/frozenlake-v0"}),
     }
 
 

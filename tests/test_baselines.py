@@ -10,6 +10,7 @@ from PIL import Image
 
 import vista_rl
 from vista_rl import Env, Observation, StepResult
+from vista_rl._stats import Estimate, proportion
 from vista_rl.backends.scripted import ScriptedBackend
 from vista_rl.baselines import (
     BLANK_ENV_ID,
@@ -23,7 +24,6 @@ from vista_rl.baselines import (
 from vista_rl.config import RolloutSection
 from vista_rl.parsing import parse_response
 from vista_rl.rollout.engine import RolloutEngine, episode_specs
-from vista_rl._stats import Estimate, proportion
 
 CODES = {0: "LRL", 1: "LRL", 2: "LRL", 3: "RRL", 4: "LLL", 5: "RLR", 6: "LRR", 7: "LRL"}
 

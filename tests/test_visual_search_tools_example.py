@@ -37,11 +37,11 @@ def _harness() -> ModuleType:
 
 def _tiny_example(model_dir: Path, out: Path) -> RunConfig:
     return load_config(RunConfig, EXAMPLE, overrides=[
-        f"model.path={model_dir}", f"output_dir={out}", "rollout.group_size=2", "rollout.batch_size=8",
-        "engine_config.sft.steps=2", "engine_config.sft.batch_size=2", "engine_config.sft.seeds.count=3",
-        "engine_config.trainer.steps=1", "engine_config.trainer.seeds_per_step=2",
-        "engine_config.trainer.micro_batch_size=4",
-        "engine_config.eval.seeds.count=2", "engine_config.eval.batch_size=4"])
+        f"model.path={model_dir}", f"output_dir={out}", "rollout.group_size=2",
+        "sft.steps=2", "sft.batch_size=2", "sft.seeds.count=3",
+        "trainer.steps=1", "trainer.seeds_per_step=2",
+        "trainer.micro_batch_size=4",
+        "eval.seeds.count=2", "rollout.batch_size=4"])
 
 
 def test_the_example_config_trains_end_to_end_and_the_harness_scores_tools_disabled(
