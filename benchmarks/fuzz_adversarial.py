@@ -177,6 +177,21 @@ def fuzz_all_envs(strings: list[str], data_dir: Path, server_url: str | None, us
 SERVER_ENVS = ["oddshape/odd-colour-v0", "frozenlake/frozenlake-v0", "sokoban/sokoban-v0", "count-objects/count-objects-v0"]
 
 
+def post_raw(http: Any, route: str, text: str, content_type: str, tally: Tally) -> None:
+    """POST ``text`` as a raw body: a 5xx or a dropped connection is a failure, any 4xx a handled refusal."""
+    import httpx
+
+    try:
+        response = http.post(route, content=text.encode("utf-8", "surrogatepass"), headers={"content-type": content_type})
+    except httpx.HTTPError as exc:
+        tally.fail(text, f"{type(exc).__name__}: {exc}")
+        return
+    if response.status_code >= 500:
+        tally.fail(text, f"HTTP {response.status_code}: {response.text[:120]}")
+    else:
+        tally.ok(str(response.status_code))
+
+
 def fuzz_env_server(url: str, strings: list[str], raw_count: int) -> dict[str, Any]:
     import httpx
     from vista_plugin_envserver.client import EnvServerClient, EnvServerError, ItemError
@@ -212,17 +227,8 @@ def fuzz_env_server(url: str, strings: list[str], raw_count: int) -> dict[str, A
     routes = ["/sessions", "/reset", "/step", "/oracle", "/close"]
     with httpx.Client(base_url=url, timeout=60) as http:
         for index, text in enumerate(strings[:raw_count]):
-            body = text.encode("utf-8", "surrogatepass")
             content_type = "application/json" if index % 2 else "application/msgpack"
-            try:
-                response = http.post(routes[index % len(routes)], content=body, headers={"content-type": content_type})
-            except httpx.HTTPError as exc:
-                raw.fail(text, f"{type(exc).__name__}: {exc}")
-                continue
-            if response.status_code >= 500:
-                raw.fail(text, f"HTTP {response.status_code}: {response.text[:120]}")
-            else:
-                raw.ok(str(response.status_code))
+            post_raw(http, routes[index % len(routes)], text, content_type, raw)
     raw.seconds = time.perf_counter() - started
     return {"actions": actions.to_dict(), "raw_bodies": raw.to_dict()}
 
@@ -264,16 +270,7 @@ def fuzz_serve(strings: list[str], raw_count: int, threads: int = 8) -> dict[str
 
         started = time.perf_counter()
         for text in strings[:raw_count]:
-            try:
-                response = http.post("/v1/chat/completions", content=text.encode("utf-8", "surrogatepass"),
-                                     headers={"content-type": "application/json"})
-            except httpx.HTTPError as exc:
-                raw.fail(text, f"{type(exc).__name__}: {exc}")
-                continue
-            if response.status_code >= 500:
-                raw.fail(text, f"HTTP {response.status_code}: {response.text[:120]}")
-            else:
-                raw.ok(str(response.status_code))
+            post_raw(http, "/v1/chat/completions", text, "application/json", raw)
         raw.seconds = time.perf_counter() - started
     backend.close()
     return {"messages": messages.to_dict(), "raw_bodies": raw.to_dict()}

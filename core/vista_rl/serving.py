@@ -114,3 +114,23 @@ def short(value: Any, limit: int = 80) -> str:
     shortener.maxlevel = 3
     text = shortener.repr(value)
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+class BodyTooLarge(ValueError):
+    """A request body over the server's byte limit (the server answers 413 with this message)."""
+
+
+async def read_limited_body(stream: Any, declared_length: str | None, max_bytes: int) -> bytes:
+    """Read a request body (an async iterator of byte chunks, e.g. Starlette's ``request.stream()``)
+    and stop as soon as it passes ``max_bytes``, so a huge upload never sits in memory whole.
+    A declared ``Content-Length`` over the limit is refused before reading anything."""
+    if declared_length is not None and declared_length.isdigit() and int(declared_length) > max_bytes:
+        raise BodyTooLarge(f"body of {declared_length} bytes exceeds the limit of {max_bytes}")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in stream:
+        size += len(chunk)
+        if size > max_bytes:
+            raise BodyTooLarge(f"body exceeds the limit of {max_bytes} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)

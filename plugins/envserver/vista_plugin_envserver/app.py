@@ -48,7 +48,7 @@ from vista_plugin_envserver.codec import (
 from vista_plugin_envserver.limits import ClientLimits, LimitError
 from vista_plugin_envserver.sessions import Session, SessionError, SessionManager
 from vista_rl import Env
-from vista_rl.serving import BearerAuth, nesting_depth, short
+from vista_rl.serving import BearerAuth, BodyTooLarge, nesting_depth, read_limited_body, short
 
 
 @dataclass
@@ -174,17 +174,11 @@ def create_app(settings: ServerSettings, make_env: Callable[[str, dict[str, Any]
         return await asyncio.get_running_loop().run_in_executor(executor, fn)
 
     async def read_body(request: Request, model: type[BaseModel]) -> Any:
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > settings.max_body_bytes:
-            raise HTTPError(413, f"body of {declared} bytes exceeds the limit of {settings.max_body_bytes}")
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > settings.max_body_bytes:
-                raise HTTPError(413, f"body exceeds the limit of {settings.max_body_bytes} bytes")
-            chunks.append(chunk)
-        body = b"".join(chunks)
+        try:
+            body = await read_limited_body(request.stream(), request.headers.get("content-length"),
+                                           settings.max_body_bytes)
+        except BodyTooLarge as exc:
+            raise HTTPError(413, str(exc)) from None
         content_type = request.headers.get("content-type", CONTENT_TYPE).split(";")[0].strip()
         try:
             if content_type == "application/json":

@@ -38,7 +38,7 @@ from vista_plugin_transformers.openai_messages import (
     openai_messages_to_chat,
 )
 from vista_rl import Chat, Generation, ModelBackend, SamplingParams
-from vista_rl.serving import BearerAuth, nesting_depth
+from vista_rl.serving import BearerAuth, BodyTooLarge, nesting_depth, read_limited_body
 
 SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1
 MAX_JSON_DEPTH = 32
@@ -281,18 +281,13 @@ def create_app(backend: ModelBackend, model_name: str, *, batch_window_ms: float
                           "max_model_len": max_model_len}]}
 
     async def read_json(request: Request) -> dict[str, Any]:
-        declared = request.headers.get("content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limits.max_body_bytes:
-            raise RequestRejected(413, f"body of {declared} bytes exceeds the limit of {limits.max_body_bytes}")
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limits.max_body_bytes:
-                raise RequestRejected(413, f"body exceeds the limit of {limits.max_body_bytes} bytes")
-            chunks.append(chunk)
         try:
-            body = json.loads(b"".join(chunks))
+            raw = await read_limited_body(request.stream(), request.headers.get("content-length"),
+                                          limits.max_body_bytes)
+        except BodyTooLarge as exc:
+            raise RequestRejected(413, str(exc)) from None
+        try:
+            body = json.loads(raw)
         except (ValueError, RecursionError) as exc:
             reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
             raise RequestRejected(400, f"the body is not valid JSON: {reason}") from None
