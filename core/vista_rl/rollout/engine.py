@@ -33,8 +33,8 @@ from vista_rl.rollout.turn import (
     TurnOutcome,
     checked_tool_result,
     parse_tool_calls,
-    rejected_tool_call,
     reflection_message,
+    rejected_tool_call,
     reset_failure,
     step_outcome,
     tool_context,
@@ -44,6 +44,7 @@ from vista_rl.rollout.workers import CallOutcome, CallPool, PendingCall
 from vista_rl.store.images import image_hash
 from vista_rl.tool import Tool, ToolResult
 from vista_rl.trajectory import Trajectory, Turn
+
 CHARS_PER_TOKEN = 4  # estimate used only when a backend reports no token ids
 
 
