@@ -7,6 +7,10 @@ pool with per-call timeouts, so one slow env does not serialise the batch and on
 env ends only its own episode, with the reason in ``Trajectory.failure``.  Finished episodes are
 yielded at once and replaced by new ones (continuous batching), so memory holds at most
 ``batch_size`` episodes whatever the run length.
+
+What one reply leads to (tool-call checks and results, step result to turn outcome, reflection) is
+decided by :mod:`vista_rl.rollout.turn`, which other engines (the verl agent loop) share; this
+module keeps the batching, the pool and the timeouts.
 """
 
 from __future__ import annotations
