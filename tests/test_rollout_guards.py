@@ -145,14 +145,14 @@ def test_a_judge_that_raises_inside_step_fails_that_episode_only() -> None:
 
 def test_a_parser_failure_is_recorded_on_the_turn(monkeypatch: pytest.MonkeyPatch) -> None:
     """The parser is total (fuzzed elsewhere); this fake regression checks the engine's guard."""
-    import vista_rl.rollout.engine as engine_module
+    import vista_rl.rollout.turn as turn_module
 
     def broken_parser(text: object, response_format: Any = None) -> Any:
         if "boom" in str(text):
             raise RecursionError("parser regression")
         return parse_response(text, response_format)
 
-    monkeypatch.setattr(engine_module, "parse_response", broken_parser)
+    monkeypatch.setattr(turn_module, "parse_response", broken_parser)
     backend = CharTokenBackend(responses=["boom <answer>inc</answer>", "<answer>inc</answer>"])
     bad, good = run(backend, episode_specs("test/tool-counter-v0", [0, 1], env_config={"target": 1}))
     assert bad.turns[0].error == "parse_response raised RecursionError: parser regression"
@@ -201,5 +201,7 @@ def test_broken_tools_and_prompts_fail_their_episodes_only() -> None:
                                           "<answer>inc</answer>"])
     schema, imageless, no_prompt = run(backend, specs)
     assert schema.metadata["stop_reason"] == "env_error" and "schema bug" in (schema.failure or "")
-    assert imageless.failure is not None and imageless.metadata["stop_reason"] in {"tool_error", "model_error"}
+    # a tool result with junk images is an error result the model reads, as in every engine
+    assert imageless.failure is None and imageless.turns[0].tool_calls[0].error
+    assert "Error: imageless returned images that are not images." in imageless.turns[1].observation
     assert no_prompt.failure is None and no_prompt.system_prompt == ""

@@ -1,7 +1,24 @@
-"""The multi-turn rollout engine (see :mod:`vista_rl.rollout.engine`) and its metrics."""
+"""The multi-turn rollout engine (see :mod:`vista_rl.rollout.engine`), the per-turn core every
+engine shares (:mod:`vista_rl.rollout.turn`) and rollout metrics."""
 
 from vista_rl.rollout.engine import EpisodeSpec, RolloutEngine, RolloutTimings, episode_specs
 from vista_rl.rollout.metrics import RolloutMetrics
 from vista_rl.rollout.token_view import TokenViewBuilder
+from vista_rl.rollout.turn import (
+    MAX_TOOL_CALLS_PER_TURN,
+    ToolExecution,
+    TurnOutcome,
+    execute_tool_calls,
+    parse_tool_calls,
+    reflection_message,
+    step_outcome,
+    take_turn,
+    tool_context,
+    tool_outcome,
+)
 
-__all__ = ["EpisodeSpec", "RolloutEngine", "RolloutMetrics", "RolloutTimings", "TokenViewBuilder", "episode_specs"]
+__all__ = [
+    "MAX_TOOL_CALLS_PER_TURN", "EpisodeSpec", "RolloutEngine", "RolloutMetrics", "RolloutTimings",
+    "TokenViewBuilder", "ToolExecution", "TurnOutcome", "episode_specs", "execute_tool_calls", "parse_tool_calls",
+    "reflection_message", "step_outcome", "take_turn", "tool_context", "tool_outcome",
+]

@@ -7,6 +7,10 @@ pool with per-call timeouts, so one slow env does not serialise the batch and on
 env ends only its own episode, with the reason in ``Trajectory.failure``.  Finished episodes are
 yielded at once and replaced by new ones (continuous batching), so memory holds at most
 ``batch_size`` episodes whatever the run length.
+
+What one reply leads to (tool-call checks and results, step result to turn outcome, reflection) is
+decided by :mod:`vista_rl.rollout.turn`, which other engines (the verl agent loop) share; this
+module keeps the batching, the pool and the timeouts.
 """
 
 from __future__ import annotations
@@ -23,25 +27,28 @@ from PIL import Image
 
 import vista_rl
 from vista_rl.config import RolloutSection
-from vista_rl.env import Env, StepResult
+from vista_rl.env import Env
 from vista_rl.model import Generation, ModelBackend, SamplingParams
 from vista_rl.observation import Chat, Message, Observation
-from vista_rl.parsing import ResponseFormat, parse_response
-from vista_rl.rollout.context import (
-    escape_placeholders,
-    messages_after_last_assistant,
-    tool_results_message,
-    tools_prompt,
-    window,
-)
+from vista_rl.rollout.context import escape_placeholders, messages_after_last_assistant, tools_prompt, window
 from vista_rl.rollout.token_view import TokenViewBuilder
+from vista_rl.rollout.turn import (
+    ToolExecution,
+    TurnOutcome,
+    checked_tool_result,
+    parse_tool_calls,
+    reflection_message,
+    rejected_tool_call,
+    reset_failure,
+    step_outcome,
+    tool_context,
+    tool_outcome,
+)
 from vista_rl.rollout.workers import CallOutcome, CallPool, PendingCall
 from vista_rl.store.images import image_hash
-from vista_rl.tool import Tool, ToolContext, ToolResult
-from vista_rl.trajectory import ToolCallRecord, Trajectory, Turn
+from vista_rl.tool import Tool, ToolResult
+from vista_rl.trajectory import Trajectory, Turn
 
-MAX_TOOL_CALLS_PER_TURN = 8
-_TOOL_FORMAT = ResponseFormat(required=())
 CHARS_PER_TOKEN = 4  # estimate used only when a backend reports no token ids
 
 
@@ -372,12 +379,9 @@ class RolloutEngine:
         self._account_tokens(episode, chat, generation, text)
         episode.history.append(Message("assistant", escape_placeholders(text)))
 
-        tool_calls: list[Any] = []
-        if episode.tools:
-            try:
-                tool_calls = list(parse_response(text, _TOOL_FORMAT).tool_calls)
-            except Exception as exc:  # noqa: BLE001 - the parser is total; this guards a regression
-                episode.trajectory.turns[-1].error = f"parse_response raised {type(exc).__name__}: {exc}"
+        tool_calls, parse_error = parse_tool_calls(text, episode.tools)
+        if parse_error is not None:
+            episode.trajectory.turns[-1].error = parse_error
         if tool_calls:
             return self._submit_tools(episode, tool_calls)
         assert episode.env is not None
@@ -407,34 +411,23 @@ class RolloutEngine:
             self.end_tokens.add(int(token_ids[-1]))  # a "stop" without stop strings ended on an EOS token
 
     def _submit_tools(self, episode: _Episode, calls: Sequence[Any]) -> list[tuple[_Episode, str, Any]]:
+        """Rejected calls get their error result now (see ``rejected_tool_call``); the rest run
+        on the pool, their results checked in ``_collect``."""
         jobs: list[tuple[_Episode, str, Any]] = []
-        metadata: dict[str, Any] = {"env_id": episode.spec.env_id, "seed": episode.spec.seed}
-        if episode.env is not None:
-            try:
-                metadata.update(episode.env.tool_context_metadata())
-            except Exception as exc:  # noqa: BLE001 - a buggy env must not take the batch down
-                metadata["tool_context_error"] = f"{type(exc).__name__}: {exc}"
-        context = ToolContext(images=list(episode.images_seen), metadata=metadata)
+        context = tool_context(episode.env, episode.images_seen,
+                               {"env_id": episode.spec.env_id, "seed": episode.spec.seed})
         for index, call in enumerate(calls):
             name = call.name or "?"
-            if index >= MAX_TOOL_CALLS_PER_TURN:
-                result = ToolResult(f"Error: at most {MAX_TOOL_CALLS_PER_TURN} tool calls per turn.", error=True)
-                jobs.append((episode, "tool", (name, call.arguments, result)))
-            elif call.error is not None:
-                jobs.append((episode, "tool", (name, None, ToolResult(f"Error: invalid tool call: {call.error}",
-                                                                      error=True))))
-            elif call.name not in episode.tools:
-                known = ", ".join(sorted(episode.tools))
-                result = ToolResult(f"Error: unknown tool {call.name!r}; available tools: {known}.", error=True)
-                jobs.append((episode, "tool", (name, call.arguments, result)))
-            else:
-                pending = self._pool.submit(episode.tools[call.name], call.arguments, context)
-                jobs.append((episode, "tool", (name, call.arguments, pending)))
+            arguments = call.arguments if call.error is None else None
+            result: ToolResult | PendingCall | None = rejected_tool_call(call, index, episode.tools)
+            if result is None:
+                result = self._pool.submit(episode.tools[call.name], call.arguments, context)
+            jobs.append((episode, "tool", (name, arguments, result)))
         return jobs
 
     # --------------------------------------------------------- results of a turn
     def _collect(self, jobs: list[tuple[_Episode, str, Any]]) -> None:
-        tool_results: dict[int, list[tuple[str, ToolResult]]] = {}
+        executions: dict[int, list[ToolExecution]] = {}
         tool_episodes: dict[int, _Episode] = {}
         for episode, kind, payload in jobs:  # submission order: see CallPool
             if kind == "step":
@@ -442,71 +435,57 @@ class RolloutEngine:
                 self.timings.env_steps += 1
                 if not outcome.ok:
                     self._env_failed(episode, outcome, "env.step()")
-                elif not isinstance(outcome.value, StepResult):
-                    episode.fail(f"env.step() returned {type(outcome.value).__name__}, not a StepResult",
-                                 "env_error")
                 else:
-                    try:
-                        self._apply_step(episode, outcome.value)
-                    except Exception as exc:  # noqa: BLE001 - a malformed StepResult fails its episode only
-                        episode.fail(f"env.step() returned an unusable result: {type(exc).__name__}: {exc}",
-                                     "env_error")
+                    self._apply(episode, step_outcome(outcome.value, self.settings, episode.attempt))
                 continue
             name, arguments, result = payload
             self.timings.tool_calls += 1
             if isinstance(result, PendingCall):
                 outcome = self._pool.wait(result, self.settings.tool_timeout_s)
-                if not outcome.ok:
+                if outcome.timed_out:  # the worker thread is stuck: end the episode, not just the call
                     if not episode.done:
-                        episode.fail(outcome.describe(f"tool {name}", self.settings.tool_timeout_s),
-                                     "tool_timeout" if outcome.timed_out else "tool_error")
+                        episode.fail(outcome.describe(f"tool {name}", self.settings.tool_timeout_s), "tool_timeout")
                     continue
-                result = outcome.value
-                if not isinstance(result, ToolResult):
-                    episode.fail(f"tool {name} returned {type(result).__name__}, not a ToolResult", "tool_error")
-                    continue
-            try:
-                record = ToolCallRecord(name=name, arguments=arguments, result_text=str(result.text),
-                                        num_images=len(result.images), error=bool(result.error))
-            except Exception as exc:  # noqa: BLE001 - e.g. images=None: this episode fails, not the batch
-                episode.fail(f"tool {name} returned an unusable ToolResult: {type(exc).__name__}: {exc}", "tool_error")
-                continue
-            episode.trajectory.turns[-1].tool_calls.append(record)
+                result = checked_tool_result(name, outcome.error if outcome.error is not None else outcome.value)
+            execution = ToolExecution(name, arguments, result)
+            episode.trajectory.turns[-1].tool_calls.append(execution.record())
             episode.tool_call_count += 1
-            tool_results.setdefault(id(episode), []).append((name, result))
+            executions.setdefault(id(episode), []).append(execution)
             tool_episodes[id(episode)] = episode
-        for key, results in tool_results.items():
+        for key, done in executions.items():
             episode = tool_episodes[key]
             if not episode.done:
-                try:
-                    episode.add_user(tool_results_message(results, self.settings.tool_response_role))
-                except Exception as exc:  # noqa: BLE001 - e.g. a tool result whose images are not images
-                    names = ", ".join(name for name, _ in results)
-                    episode.fail(f"tool result of {names} is unusable: {type(exc).__name__}: {exc}", "tool_error")
+                self._apply(episode, tool_outcome(done, self.settings.tool_response_role))
 
-    def _apply_step(self, episode: _Episode, result: StepResult) -> None:
+    def _apply(self, episode: _Episode, outcome: TurnOutcome) -> None:
+        """Book one reply's outcome (see ``vista_rl.rollout.turn``) on its episode."""
+        if outcome.failure is not None:
+            episode.fail(outcome.failure, outcome.stop_reason)
+            return
+        if outcome.tool_calls:
+            assert outcome.observation is not None
+            episode.add_user(outcome.observation)
+            return
         turn = episode.trajectory.turns[-1]
-        turn.reward = result.reward
-        turn.info.update(result.info)
-        episode.builder.set_last_reward(result.reward)
+        turn.reward = outcome.reward
+        turn.info.update(outcome.info)
+        episode.builder.set_last_reward(outcome.reward)
         episode.env_steps += 1
-        if result.info.get("format_ok") is False:
+        if outcome.info.get("format_ok") is False:
             episode.format_errors += 1
-        if result.info.get("success") is not None:
-            episode.trajectory.success = bool(result.info["success"])
+        if outcome.success is not None:
+            episode.trajectory.success = outcome.success
         if episode.attempt == 1:
             episode.trajectory.metadata["first_attempt_success"] = episode.trajectory.success
-        if not result.done:
-            episode.add_user(Message.from_observation(result.observation))
+        if outcome.observation is not None:
+            episode.add_user(outcome.observation)
             return
-        episode.trajectory.metadata["final_observation"] = result.observation.text
-        retry = (self.settings.reflection and result.terminated and result.info.get("success") is False
-                 and result.info.get("retryable", True) and episode.attempt < self.settings.reflection_attempts)
-        if retry:
+        episode.trajectory.metadata["final_observation"] = outcome.final_observation
+        if outcome.retry:
             episode.needs_reset = True
-            episode.trajectory.metadata["reflection_reason"] = result.info.get("reflection_feedback", "")
+            episode.trajectory.metadata["reflection_reason"] = outcome.info.get("reflection_feedback", "")
         else:
-            episode.done, episode.stop_reason = True, "truncated" if result.truncated else "done"
+            episode.done, episode.stop_reason = True, outcome.stop_reason
 
     def _retry(self, episodes: list[_Episode]) -> None:
         """Reflection: reset the env to the same seed and tell the model its answer was wrong."""
@@ -517,22 +496,14 @@ class RolloutEngine:
             if not outcome.ok:
                 self._env_failed(episode, outcome, "env.reset() for a reflection retry")
                 continue
-            observation = outcome.value
-            if not isinstance(observation, Observation):
-                episode.fail(f"env.reset() for a reflection retry returned {type(observation).__name__}, "
-                             "not an Observation", "env_error")
+            problem = reset_failure(outcome.value)
+            if problem is not None:
+                episode.fail(problem, "env_error")
                 continue
-            last_info = episode.trajectory.turns[-1].info
             episode.attempt += 1
             episode.turns_in_attempt = 0
-            remaining = self.settings.reflection_attempts - episode.attempt + 1
-            feedback = str(last_info.get("reflection_feedback") or "Your answer was not correct.")
-            if last_info.get("format_ok") is False:
-                feedback += " Your response did not follow the required format."
-            feedback += (" This is your last attempt." if remaining == 1
-                         else f" You have {remaining} attempts left.")
-            text = f"{escape_placeholders(feedback)}\nTry again from the start.\n\n{observation.text}"
-            episode.add_user(Message("user", text, list(observation.images)))
+            episode.add_user(reflection_message(episode.trajectory.turns[-1].info, outcome.value, self.settings,
+                                                episode.attempt))
 
     def _env_failed(self, episode: _Episode, outcome: CallOutcome, what: str) -> None:
         if outcome.timed_out:

@@ -178,6 +178,40 @@ def test_agent_loop_runs_a_registered_plugin_env(tiny) -> None:  # type: ignore[
     assert out.extra_fields["turn_scores"] in ([0.0], [1.0])
 
 
+class AlwaysWrong(Env):
+    """Every reply is a wrong final answer; the third step raises (an env bug)."""
+
+    steps = 0
+
+    def reset(self, seed: int | None = None) -> tuple[Observation, dict[str, Any]]:
+        return Observation("<image> Which colour?", [Image.new("RGB", (56, 56), (9, 99, 199))]), {}
+
+    def step(self, action: str) -> StepResult:
+        type(self).steps += 1
+        if type(self).steps == 3:
+            raise RuntimeError("env exploded")
+        return StepResult(Observation("Wrong."), 0.0, True, False,
+                          {"success": False, "reflection_feedback": "Not that colour."})
+
+
+def test_agent_loop_reflects_and_records_an_env_crash_like_the_engine(tiny, vista_plugin) -> None:  # type: ignore[no-untyped-def]
+    """The loop runs turns through vista_rl.rollout.take_turn: the run's reflection keys (from the
+    dataset row) reset the env after a wrong answer, and a crashing step ends the episode with the
+    same failure text RolloutEngine records."""
+    vista_plugin(SimpleNamespace(register_envs=vista_rl.hookimpl(
+        lambda register: register("verltest/always-wrong-v0", AlwaysWrong))))
+    AlwaysWrong.steps = 0
+    rollout = '{"reflection": true, "reflection_attempts": 3}'
+    result = _run_loop(tiny, {"env_id": "verltest/always-wrong-v0", "seed": 2, "rollout": rollout})
+    out, state = result.output, result.loop.last_state
+    assert len(state.turns) == 3 and out.extra_fields["vista_attempts"] == 3
+    assert state.turns[1].observation.startswith("Not that colour. You have 2 attempts left.\nTry again")
+    assert state.turns[2].observation.startswith("Not that colour. This is your last attempt.")
+    assert out.extra_fields["vista_failure"] == "env.step() raised RuntimeError: env exploded"
+    assert len(out.multi_modal_data["images"]) == 3  # each reset's image is in the context
+    assert out.extra_fields["vista_success"] is False
+
+
 def _random_verl_batch(seed: int = 0, rows: int = 8, tokens: int = 40) -> dict[str, Any]:
     gen = torch.Generator().manual_seed(seed)
     mask = torch.zeros(rows, tokens)

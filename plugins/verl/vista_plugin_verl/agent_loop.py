@@ -3,19 +3,24 @@
 verl instantiates the loop once per sample and calls ``run``; the dataset row (see ``dataset``)
 names the env, its config and the seed in ``extra_info``.  Each turn the policy generates through
 verl's token-in/token-out server (``server_manager.generate``), the reply is merged with verl's
-Continuous Token builder (mask 1), then either the env steps or, when the reply calls one of the
-env's tools, the tools run; the resulting observation is merged as a user/tool message (mask 0).
+Continuous Token builder (mask 1), then :func:`vista_rl.rollout.take_turn` decides what it leads to,
+by the same rules as ``RolloutEngine`` (tool calls run guarded, or the env steps; engine-side
+reflection resets the env for a new try); the resulting observation is merged as a user/tool message
+(mask 0).  The rollout keys those rules read (``reflection``, ``reflection_attempts``,
+``tool_response_role``) come with the dataset row (``extra_info["rollout"]``).
 Images are kept in placeholder order (prompt images first, then each observation's), which is what
 verl's trainer needs to rebuild ``multi_modal_inputs``.  Per-turn rewards, turn-end positions and
 env metrics go into ``extra_fields`` (columns of the batch), their sum into ``reward_score``.
 
 Env and tool calls run in a thread (``run_in_executor``) so a slow env never blocks the event loop
-that serves other samples; an env that raises ends the episode with ``env_error`` (never the batch).
+that serves other samples; an env that raises ends the episode with the error in ``vista_failure``
+(never the batch).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 import uuid
@@ -26,17 +31,9 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutp
 
 import vista_rl
 from vista_plugin_verl.agent_loop_name import AGENT_NAME
-from vista_rl import (
-    Env,
-    Observation,
-    StepResult,
-    TokenView,
-    Tool,
-    ToolContext,
-    Trajectory,
-    Turn,
-    parse_response,
-)
+from vista_rl import Env, Observation, TokenView, Tool, Trajectory, Turn
+from vista_rl.config import RolloutSection
+from vista_rl.rollout import TurnOutcome, take_turn
 
 DEFAULT_MAX_TURNS = 5
 
@@ -56,6 +53,7 @@ class EpisodeState:
     turns: list[Turn] = field(default_factory=list)
     turn_ends: list[int] = field(default_factory=list)
     tool_calls: int = 0
+    attempt: int = 1
     success: bool = False
     failure: str | None = None
 
@@ -69,7 +67,8 @@ class EpisodeState:
         )
         return Trajectory(env_id=self.env_id, seed=self.seed, system_prompt=self.system_prompt,
                           initial_observation=self.initial.text, initial_images=list(self.initial.images),
-                          turns=list(self.turns), success=self.success, failure=self.failure, token_view=view)
+                          turns=list(self.turns), success=self.success, failure=self.failure, token_view=view,
+                          metadata={"attempts": self.attempt})
 
 
 def observation_message(observation: Observation, role: str = "user") -> dict[str, Any]:
@@ -114,25 +113,6 @@ class VistaAgentLoop(AgentLoopBase):
             tools[tool.name or tool_id] = tool
         return tools
 
-    def _run_tools(self, reply: str, tools: dict[str, Tool], images: list[Any]) -> Observation | None:
-        """Run the reply's tool calls if it makes any to this env's tools; ``None`` otherwise."""
-        if not tools:
-            return None
-        calls = parse_response(reply).tool_calls
-        if not calls:
-            return None
-        texts: list[str] = []
-        new_images: list[Any] = []
-        for call in calls:
-            if call.error or call.name not in tools:
-                known = ", ".join(sorted(tools))
-                texts.append(f"Error: {call.error or f'unknown tool {call.name!r}; available: {known}'}")
-                continue
-            result = tools[call.name](call.arguments or {}, ToolContext(images=list(images)))
-            texts.append(result.text + " <image>" * len(result.images))
-            new_images.extend(result.images)
-        return Observation("\n".join(texts), new_images)
-
     # ------------------------------------------------------------------------ run
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         extra = dict(kwargs.get("extra_info") or {})
@@ -141,6 +121,8 @@ class VistaAgentLoop(AgentLoopBase):
         env_config = dict(json.loads(raw_config) if isinstance(raw_config, str) else raw_config)
         seed = extra.get("seed")
         max_turns = int(extra.get("max_turns") or self.default_max_turns)
+        raw_rollout = extra.get("rollout") or {}
+        settings = RolloutSection(**(json.loads(raw_rollout) if isinstance(raw_rollout, str) else raw_rollout))
         request_id = uuid.uuid4().hex
         metrics: dict[str, float] = {"generate_sequences": 0.0, "tool_calls": 0.0}
 
@@ -159,7 +141,9 @@ class VistaAgentLoop(AgentLoopBase):
             prompt_length = len(state.token_ids)
             observation_text = initial.text
 
-            for _turn in range(max_turns):
+            turns_in_attempt = 0
+            while turns_in_attempt < max_turns:
+                turns_in_attempt += 1
                 started = time.perf_counter()
                 output = await self.server_manager.generate(
                     request_id=request_id, prompt_ids=state.token_ids, sampling_params=sampling_params,
@@ -178,22 +162,24 @@ class VistaAgentLoop(AgentLoopBase):
                 messages.append({"role": "assistant", "content": reply})
 
                 started = time.perf_counter()
-                tool_observation = await self._in_thread(self._run_tools, reply, tools, state.images)
-                if tool_observation is not None:
+                outcome: TurnOutcome = await self._in_thread(functools.partial(
+                    take_turn, reply, env, tools, list(state.images), settings, state.attempt, seed=seed,
+                    metadata={"env_id": env_id, "seed": seed}))
+                if outcome.tool_calls:
                     state.tool_calls += 1
                     metrics["tool_calls"] += time.perf_counter() - started
-                    result = StepResult(tool_observation, 0.0, False, False, {"tool_call": True})
-                    role = "tool"
-                else:
-                    result = await self._in_thread(env.step, reply)
-                    role = "user"
-                state.turns.append(Turn(observation=observation_text, response=reply, reward=result.reward,
-                                        info=dict(result.info)))
-                state.success = bool(result.info.get("success", state.success))
-                if result.done or len(state.response_mask) >= self.response_length:
+                state.turns.append(Turn(observation=observation_text, response=reply, reward=outcome.reward,
+                                        info=dict(outcome.info), error=outcome.error,
+                                        tool_calls=[execution.record() for execution in outcome.tool_calls]))
+                if outcome.success is not None:
+                    state.success = outcome.success
+                if outcome.failure is not None:
+                    state.failure = outcome.failure
+                if outcome.observation is None or len(state.response_mask) >= self.response_length:
                     break
+                observation = Observation(outcome.observation.content, list(outcome.observation.images))
                 previous = list(messages)
-                messages.append(observation_message(result.observation, role))
+                messages.append(observation_message(observation, outcome.observation.role))
                 merged, mask, logprobs = await self.ct_merge_context_msg(
                     previous, messages, state.token_ids, state.response_mask,
                     state.logprobs if state.logprobs is not None else None)
@@ -203,7 +189,10 @@ class VistaAgentLoop(AgentLoopBase):
                 if logprobs is not None:
                     state.logprobs = logprobs
                 state.images.extend(_images_of(messages[-1]))
-                observation_text = result.observation.text
+                observation_text = observation.text
+                if outcome.retry:  # reflection: the env was reset; a new try with its own turn budget
+                    state.attempt += 1
+                    turns_in_attempt = 0
         except Exception as exc:  # noqa: BLE001 - an env failure ends this episode, not the batch
             if "state" not in locals() or not state.token_ids:
                 raise
@@ -236,5 +225,6 @@ class VistaAgentLoop(AgentLoopBase):
                 "vista_success": state.success,
                 "vista_tool_calls": state.tool_calls,
                 "vista_failure": state.failure,
+                "vista_attempts": state.attempt,
             },
         )

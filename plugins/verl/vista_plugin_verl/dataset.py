@@ -3,19 +3,22 @@
 Columns follow verl's ``RLHFDataset``: ``prompt`` (a placeholder chat, since the agent loop builds
 the real prompt from the env's reset), ``data_source``, ``agent_name`` (selects the vista agent loop),
 ``reward_model`` and ``extra_info`` with ``env_id``, ``env_config`` (JSON text: configs differ per env
-and parquet wants one schema), ``seed``, ``max_turns``, ``split`` and ``index``.  Train and
-validation seeds come from separate ranges and are checked to be disjoint (VAGEN's legacy builder
-drew both from the same prefix).
+and parquet wants one schema), ``seed``, ``max_turns``, ``rollout`` (JSON text of the run's
+per-turn rollout keys, reflection and the tool-result role, which the agent loop applies as
+``RolloutEngine`` does), ``split`` and ``index``.  Train and validation seeds come from separate
+ranges and are checked to be disjoint (VAGEN's legacy builder drew both from the same prefix).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from vista_plugin_verl.agent_loop_name import AGENT_NAME
+
+TURN_KEYS = ("reflection", "reflection_attempts", "tool_response_role")  # what vista_rl.rollout.take_turn reads
 
 
 class SeedOverlapError(ValueError):
@@ -23,8 +26,11 @@ class SeedOverlapError(ValueError):
 
 
 def env_rows(env_id: str, env_config: dict[str, Any], seeds: Sequence[int], split: str,
-             max_turns: int, agent_name: str = AGENT_NAME) -> list[dict[str, Any]]:
+             max_turns: int, agent_name: str = AGENT_NAME,
+             rollout: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     config_text = json.dumps(env_config, sort_keys=True)
+    rollout_text = json.dumps({key: value for key, value in (rollout or {}).items() if key in TURN_KEYS},
+                              sort_keys=True)
     return [
         {
             "data_source": env_id,
@@ -33,14 +39,16 @@ def env_rows(env_id: str, env_config: dict[str, Any], seeds: Sequence[int], spli
             "ability": "agent",
             "reward_model": {"style": "env", "ground_truth": ""},
             "extra_info": {"env_id": env_id, "env_config": config_text, "seed": int(seed),
-                           "max_turns": int(max_turns), "split": split, "index": index},
+                           "max_turns": int(max_turns), "rollout": rollout_text, "split": split,
+                           "index": index},
         }
         for index, seed in enumerate(seeds)
     ]
 
 
 def write_env_datasets(out_dir: str | Path, env_id: str, env_config: dict[str, Any], train_seeds: Sequence[int],
-                       val_seeds: Sequence[int], max_turns: int) -> tuple[Path, Path]:
+                       val_seeds: Sequence[int], max_turns: int,
+                       rollout: Mapping[str, Any] | None = None) -> tuple[Path, Path]:
     """Write ``train.parquet`` and ``val.parquet``; raises if the seed sets overlap."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -54,6 +62,6 @@ def write_env_datasets(out_dir: str | Path, env_id: str, env_config: dict[str, A
     paths = []
     for split, seeds in (("train", train_seeds), ("val", val_seeds)):
         path = out / f"{split}.parquet"
-        pq.write_table(pa.Table.from_pylist(env_rows(env_id, env_config, seeds, split, max_turns)), path)
+        pq.write_table(pa.Table.from_pylist(env_rows(env_id, env_config, seeds, split, max_turns, rollout=rollout)), path)
         paths.append(path)
     return paths[0], paths[1]

@@ -75,7 +75,8 @@ class VerlEngine:
 
         run = self.run_config
         train, val = write_env_datasets(self.run_dir / "data", run.env.id, run.env.config,
-                                        run.trainer.train_seeds.seeds(), run.eval.seeds.seeds(), run.rollout.max_turns)
+                                        run.trainer.train_seeds.seeds(), run.eval.seeds.seeds(), run.rollout.max_turns,
+                                        rollout=run.rollout.model_dump())
         overrides = compose_overrides(run, self.cfg, train.resolve(), val.resolve())
         return self._command(overrides), compose_verl_config(overrides)
 

@@ -1,3 +1,5 @@
+from types import SimpleNamespace
+
 import pytest
 from vista_plugin_datasets import testing
 
@@ -132,6 +134,31 @@ def test_env_can_execute_tools_itself(roots):
     assert len(step.observation.images) == 1 and "Crop of image 0" in step.observation.text
     unknown = env.step('<think>t</think><tool_call>{"name": "python", "arguments": {"code": "1"}}</tool_call>')
     assert not unknown.info["action_valid"] and "Unknown tool" in unknown.observation.text
+
+
+class _CrashingTool(vista_rl.Tool):
+    """A tool whose ``__call__`` raises past ``Tool.__call__``'s own guard."""
+
+    name = "vqatest/crash"
+    description = "Crashes."
+
+    def __call__(self, arguments, context=None):
+        raise OSError("tool backend down")
+
+    def run(self, arguments, context):
+        raise AssertionError("not reached")
+
+
+def test_env_run_tools_are_guarded_like_the_engines(roots, vista_plugin):
+    """execute_tools runs through vista_rl.rollout.execute_tool_calls: a crash is an error text."""
+    vista_plugin(SimpleNamespace(register_tools=vista_rl.hookimpl(
+        lambda register: register("vqatest/crash", _CrashingTool))))
+    env = vista_rl.make_env(MC, dataset="geometry3k", dataset_config=roots["geometry3k"],
+                            tools=["vqatest/crash"], execute_tools=True)
+    env.reset(seed=0)
+    step = env.step('<think>t</think><tool_call>{"name": "vqatest/crash", "arguments": {}}</tool_call>')
+    assert not step.done and "error" not in step.info
+    assert "vqatest/crash: Error: vqatest/crash failed: OSError: tool backend down" in step.observation.text
 
 
 def test_bad_config_names_the_key(roots):

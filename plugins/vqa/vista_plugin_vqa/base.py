@@ -37,10 +37,10 @@ from vista_rl import (
     ParsedToolCall,
     ResponseFormat,
     StepResult,
-    ToolContext,
     episode_seed,
     parse_response,
 )
+from vista_rl.rollout import execute_tool_calls, tool_context
 
 THINK_TAGS = "<think>...</think><answer>...</answer>"
 ANSWER_TAGS = "<answer>...</answer>"
@@ -90,6 +90,7 @@ class ToolQAEnv(Env):
         self.response_format = ResponseFormat(required=tags, answer_or_tool_call=bool(self.tools))
         self.problem: Problem | None = None
         self._judges: dict[str, vista_rl.Judge] = {}
+        self._tools: dict[str, vista_rl.Tool] = {}
         self._reset_state()
 
     # ---------------------------------------------------------------- subclass hooks
@@ -221,15 +222,22 @@ class ToolQAEnv(Env):
         if not self.config.execute_tools:
             self.image_budget_used += len(calls)
             return self._continue("", info)
+        # The same guarded tool execution as every engine (vista_rl.rollout.execute_tool_calls): a
+        # tool that raises or returns junk becomes an error text, never an exception.
+        tools = {str(call.name): self._tool(str(call.name)) for call in calls}
+        executions = execute_tool_calls(calls, tools, tool_context(self, self.images))
         texts, images = [], []
-        context = ToolContext(images=self.images, metadata=self.tool_context_metadata())
-        for call in calls:
-            result = vista_rl.make_tool(str(call.name))(call.arguments, context)
-            texts.append(f"{call.name}: {result.text}")
-            self.images.extend(result.images)
-            images.extend(result.images)
+        for execution in executions:
+            texts.append(f"{execution.name}: {execution.result.text}")
+            self.images.extend(execution.result.images)
+            images.extend(execution.result.images)
         self.image_budget_used = len(self.images)
         return self._continue("\n".join(texts), info, images)
+
+    def _tool(self, tool_id: str) -> vista_rl.Tool:
+        if tool_id not in self._tools:
+            self._tools[tool_id] = vista_rl.make_tool(tool_id)
+        return self._tools[tool_id]
 
     def _answer_turn(self, parsed: ParsedResponse) -> StepResult:
         assert self.problem is not None
