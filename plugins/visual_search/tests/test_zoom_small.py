@@ -8,7 +8,6 @@ from vista_plugin_visual_search.small import DOT_COLOURS, GREY, complement, gene
 
 import vista_rl
 from vista_rl import ToolContext
-from vista_rl.backends.scripted import ScriptedBackend
 from vista_rl.config import RolloutSection
 from vista_rl.rollout import RolloutEngine, episode_specs
 from vista_rl_sdk import check_env
@@ -65,7 +64,7 @@ def test_the_zoom_at_the_named_point_shows_the_answer_colour():
 
 def test_oracle_solves_it_with_the_tool_through_the_rollout_engine():
     settings = RolloutSection(max_turns=3, describe_tools=False)
-    with RolloutEngine(ScriptedBackend("oracle"), settings) as engine:
+    with RolloutEngine(vista_rl.make_model("scripted", path="oracle"), settings) as engine:
         trajectories = engine.run(episode_specs(ENV, range(20)))
     assert all(t.success and t.failure is None for t in trajectories)
     for trajectory in trajectories:
@@ -88,7 +87,7 @@ def test_without_the_tool_a_constant_answer_scores_its_share_of_the_seeds():
     answers = [env.reset(seed=seed)[1]["answer"] for seed in range(400)]
     share = answers.count("red") / len(answers)
     assert 0.18 < share < 0.32  # four colours, drawn uniformly
-    with RolloutEngine(ScriptedBackend(responses=["<answer>red</answer>"]), RolloutSection(max_turns=3)) as engine:
+    with RolloutEngine(vista_rl.make_model("scripted", responses=["<answer>red</answer>"]), RolloutSection(max_turns=3)) as engine:
         trajectories = engine.run(episode_specs(ENV, range(400), env_config={"tools": []}))
     assert sum(t.success for t in trajectories) == answers.count("red")
 
@@ -103,16 +102,15 @@ def test_bad_config_is_a_clear_error():
 
 
 def test_the_viewer_shows_each_tool_turn_with_its_zoomed_image(tmp_path):
-    from rich.console import Console
+    from click.testing import CliRunner
 
-    from vista_rl.cli.eval import run_eval
-    from vista_rl.config import RunConfig
+    from vista_rl.cli import build_cli
 
-    config = RunConfig.model_validate({
-        "seed": 7, "output_dir": str(tmp_path / "eval"), "env": {"id": ENV},
-        "model": {"backend": "scripted", "path": "oracle"},
-        "rollout": {"episodes": 3, "max_turns": 3, "describe_tools": False}})
-    summary = run_eval(config, ScriptedBackend("oracle"), Console(quiet=True))
+    result = CliRunner().invoke(build_cli(), [
+        "eval", "--env", ENV, "--model", "scripted:oracle", "--episodes", "3", "--max-turns", "3",
+        "--seed", "7", "--out", str(tmp_path / "eval")])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "eval" / "metrics.json").read_text())
     assert summary["success_rate"]["value"] == 1.0 and summary["tool_calls"] == 3
     html = (tmp_path / "eval" / "trajectories.html").read_text()
     rows = [line for line in (tmp_path / "eval" / "trajectories.jsonl").read_text().splitlines() if line]
