@@ -201,7 +201,7 @@ def test_training_with_reflection_retries_in_the_token_view(
     """A wrong answer is retried (reflection); the retry's feedback is context, not trained."""
     run = run_config(tiny_model_dir, tmp_path / "run", env={"id": "test/guess-v0"}, max_turns=1, overrides=(
         "sft.steps=0", "trainer.steps=1", "eval.seeds.count=1",
-        "rollout.reflection=true", "rollout.max_attempts=2"))
+        "rollout.reflection=true", "rollout.reflection_attempts=2"))
     engine = LocalEngine(run)
     engine.run()
     batch = engine.last_batch
