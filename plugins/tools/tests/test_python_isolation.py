@@ -19,6 +19,10 @@ import vista_rl
 from vista_rl import ConfigError, ToolContext
 
 REPO = Path(__file__).resolve().parents[3]
+#: A repo file the interpreter never needs.  Not the repo dir itself: when the venv lives inside the
+#: checkout (.venv), bwrap creates the venv's parent dirs as empty mount points, so the repo *dir*
+#: exists inside while none of its files do.
+REPO_FILE = REPO / "pyproject.toml"
 PROBE_SOURCE = Path(__file__).with_name("native") / "escape_probe.c"
 
 
@@ -58,7 +62,7 @@ def native_probe(python_tool, tmp_path_factory):
     build = tmp_path_factory.mktemp("probe")
     marker = build / "pwned.txt"
     library = build / "probe.so"
-    defines = [f'-DMARKER="{marker}"', f'-DREPO="{REPO}"', f'-DPYTHON="{os.path.realpath(sys.executable)}"']
+    defines = [f'-DMARKER="{marker}"', f'-DREPO="{REPO_FILE}"', f'-DPYTHON="{os.path.realpath(sys.executable)}"']
     subprocess.run([compiler, "-shared", "-fPIC", "-Os", "-s", *defines, "-o", str(library), str(PROBE_SOURCE)],
                    check=True, capture_output=True)
     payload = base64.b64encode(zlib.compress(library.read_bytes(), 9)).decode()  # fits the 20k-char code cap
@@ -136,7 +140,7 @@ def test_cv2_imwrite_cannot_write_outside_the_work_dir(python_tool):
     assert "inside True" in result.text and len(result.images) == 1
 
 
-@pytest.mark.parametrize("path", ["/etc/shadow", "/etc/passwd", str(REPO), __file__, "/tmp", "/var"])
+@pytest.mark.parametrize("path", ["/etc/shadow", "/etc/passwd", str(REPO_FILE), __file__, "/tmp", "/var"])
 def test_os_stat_does_not_see_host_paths(python_tool, path):
     result = run(python_tool, f"import os\nprint('exists', os.path.exists({path!r}))\nos.stat({path!r})")
     assert "exists False" in result.text and "FileNotFoundError" in result.text, result.text
