@@ -43,6 +43,10 @@ class GameConfig(BaseModel):
 
     render_mode: RenderMode = "vision"
     prompt_format: PromptFormat = "grounding_worldmodeling"
+    prompt_style: Literal["full", "brief"] = Field(
+        "full", description="full: VAGEN's rules, symbols and per-turn feedback; brief: a one-line system "
+        "prompt and bare observations (a model trained from scratch reads none of the prose, and every "
+        "token of it costs compute at each turn)")
     action_sep: str = Field(",", min_length=1, description="separator between actions in <answer>")
     max_actions_per_step: int = Field(3, ge=1, le=100)
     max_steps: int = Field(100, ge=1, description="env steps (single actions) before truncation")
@@ -156,6 +160,8 @@ class TextGameEnv(Env):
             body = "<image>"
         if mode in ("text", "both"):
             body = (body + "\n" if body else "") + self._text_grid()
+        if self.config.prompt_style == "brief":
+            return Observation(body, images)
         reminder = (f"Decide your next action(s): up to {self.config.max_actions_per_step}, separated by "
                     f"{self.config.action_sep!r}, as {self._format.skeleton()}.")
         return Observation(f"{escape_placeholders(lead)}\n{body}\n{reminder}", images)  # lead may echo the model
@@ -167,6 +173,8 @@ class TextGameEnv(Env):
     # ------------------------------------------------------------------ public API
     def system_prompt(self) -> str:
         names = ", ".join(self.action_names)
+        if self.config.prompt_style == "brief":
+            return f"{type(self).__name__.removesuffix('Env')}: {self.goal}. Actions: {names}. Reply {self._format.skeleton()}."
         example = self.config.action_sep.join(self.action_names[: min(2, self.config.max_actions_per_step)])
         return (f"{self._rules()}\nActions you can take: {names}.\n"
                 + self._format.instructions(self.config.action_sep, self.config.max_actions_per_step, example))
