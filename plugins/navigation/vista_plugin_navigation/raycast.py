@@ -86,7 +86,9 @@ class Raycaster:
         px, py = pose.position
         rows, cols = grid.shape
         hits = []
-        for origin, other, direction, other_dir, count in ((px, py, rdx, rdy, cols), (py, px, rdy, rdx, rows)):
+        # x lines (vertical walls faces, indexed by column) first, then y lines (indexed by row)
+        for across_x, origin, other, direction, other_dir in ((True, px, py, rdx, rdy), (False, py, px, rdy, rdx)):
+            count, other_count = (cols, rows) if across_x else (rows, cols)
             lines = np.arange(count + 1, dtype=np.float64)[None, :]
             with np.errstate(divide="ignore", invalid="ignore"):  # rays parallel to the lines never cross
                 t = (lines - origin) / direction[:, None]
@@ -94,12 +96,11 @@ class Raycaster:
                 cross = other + t * other_dir[:, None]  # the other coordinate where the ray crosses the line
             entered = np.where(direction[:, None] > 0, lines, lines - 1)
             cross_cell = np.floor(np.where(np.isfinite(cross), cross, -1))
-            inside = ((entered >= 0) & (entered < count) & (cross_cell >= 0)
-                      & (cross_cell < (rows if count == cols else cols)))
+            inside = (entered >= 0) & (entered < count) & (cross_cell >= 0) & (cross_cell < other_count)
             a = np.clip(entered, 0, count - 1).astype(np.intp)
-            b = np.clip(cross_cell, 0, (rows if count == cols else cols) - 1).astype(np.intp)
-            wall = (grid[b, a] if count == cols else grid[a, b]) == WALL
-            t = np.where(inside & wall & np.isfinite(t), t, np.inf)
+            b = np.clip(cross_cell, 0, other_count - 1).astype(np.intp)
+            wall = (grid[b, a] if across_x else grid[a, b]) == WALL
+            t = np.where(inside & wall, t, np.inf)
             nearest = np.argmin(t, axis=1)
             hit_t = t[np.arange(t.shape[0]), nearest]
             hits.append((hit_t, cross[np.arange(t.shape[0]), nearest]))
