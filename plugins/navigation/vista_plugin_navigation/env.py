@@ -16,7 +16,6 @@ import numpy as np
 from pydantic import Field, model_validator
 from vista_plugin_gamekit.textgame import ActionResult, GameConfig, TextGameEnv
 
-from vista_rl import Observation
 from vista_plugin_navigation import planner
 from vista_plugin_navigation.raycast import Camera, Raycaster, screen_extent
 from vista_plugin_navigation.world import (
@@ -33,6 +32,7 @@ from vista_plugin_navigation.world import (
     next_pose,
     relative_angle,
 )
+from vista_rl import Observation
 
 RULES = (
     "You are a home robot navigating a room. You see the room through your own camera (first person).\n"
