@@ -13,11 +13,12 @@ import random
 from typing import Any
 
 import numpy as np
+from PIL import Image
 from pydantic import Field, model_validator
 from vista_plugin_gamekit.textgame import ActionResult, GameConfig, TextGameEnv
 
 from vista_plugin_navigation import planner
-from vista_plugin_navigation.raycast import Camera, Raycaster, screen_extent
+from vista_plugin_navigation.raycast import Camera, Raycaster, screen_extent, to_image
 from vista_plugin_navigation.world import (
     ACTION_HELP,
     ACTION_NAMES,
@@ -85,6 +86,7 @@ class NavigationEnv(TextGameEnv):
         self._pose = Pose(0, 0, 0, 0)
         self._blocked: list[str] = []
         self._frames: dict[Pose, np.ndarray] = {}
+        self._seen: dict[Pose, tuple[tuple[str, float, str], ...]] = {}
 
     @property
     def world(self) -> World:
@@ -110,6 +112,7 @@ class NavigationEnv(TextGameEnv):
         self._pose = self._world.start
         self._blocked = []
         self._frames = {}
+        self._seen = {}
 
     def _target_distance(self, pose: Pose) -> float:
         """Metres from the agent to the target's centre."""
@@ -149,13 +152,18 @@ class NavigationEnv(TextGameEnv):
             self._blocked = []
         return text
 
-    def _image(self) -> np.ndarray:
+    def render_image(self) -> Image.Image:
+        """A fresh image each call (callers may keep or edit it); the packed frame is cached per pose
+        within an episode, so a view seen before costs one Pillow conversion."""
         frame = self._frames.get(self._pose)
         if frame is None:
-            frame = self._raycaster.render(self.world, self._grid, self._pose)
+            frame = self._raycaster.render_packed(self.world, self._grid, self._pose)
             if len(self._frames) < 256:
                 self._frames[self._pose] = frame
-        return frame
+        return to_image(frame)
+
+    def _image(self) -> np.ndarray:
+        return np.asarray(self.render_image())
 
     def _text_grid(self) -> str:
         """A top-down map for text-only models: # wall, . floor, the objects' initials, the agent
@@ -172,7 +180,10 @@ class NavigationEnv(TextGameEnv):
 
     def _visible(self, pose: Pose) -> list[tuple[str, float, str]]:
         """(name, metres, direction) of the objects in the camera's view and not behind a wall:
-        what a careful look at the image would report.  Nearest first."""
+        what a careful look at the image would report.  Nearest first; memoised per pose."""
+        cached = self._seen.get(pose)
+        if cached is not None:
+            return list(cached)
         world = self.world
         camera = self._camera
         seen = []
@@ -188,7 +199,9 @@ class NavigationEnv(TextGameEnv):
                 continue
             metres = round(distance_cells(pose.position, obj.centre) * self.config.step_length, 1)
             seen.append((obj.name, metres, direction_word(relative_angle(pose, obj.centre))))
-        return sorted(seen, key=lambda item: (item[1], item[0]))
+        seen.sort(key=lambda item: (item[1], item[0]))
+        self._seen[pose] = tuple(seen)
+        return seen
 
     def _state(self) -> dict[str, Any]:
         """VAGEN's navigation state (target type, distance and direction, visible objects) plus the pose."""
