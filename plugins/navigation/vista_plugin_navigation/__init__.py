@@ -15,7 +15,7 @@ import vista_rl
 def register_envs(register: Any) -> None:
     register("navigation/navigation-v0", "vista_plugin_navigation.env:NavigationEnv",
              description="First-person navigation to a described object (VAGEN actions and rewards; 255x255 "
-                         "raycast view, 12x12 room, 4 objects)")
+                         "raycast view, 14x14 room, 4 objects)")
     register("navigation/navigation-small-v0", "vista_plugin_navigation.env:make_small",
              description="Navigation, small: 96x96 view, 8x8 room, 3 objects")
     register("navigation/navigation-text-v0", "vista_plugin_navigation.env:make_text",

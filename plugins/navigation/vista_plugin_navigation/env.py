@@ -55,11 +55,11 @@ class NavigationConfig(GameConfig):
     step_length: float = Field(0.5, gt=0, description="metres per move (one grid cell)")
     resolution: int = Field(255, ge=16, le=1024, description="image side in pixels")
     fov: float = Field(100.0, gt=10, lt=170, description="horizontal field of view in degrees")
-    grid_size: int = Field(12, ge=5, le=64, description="cells per side, border walls included")
+    grid_size: int = Field(14, ge=5, le=64, description="cells per side, border walls included")
     num_objects: int = Field(4, ge=1, le=24, description="distinct coloured objects; one is the target")
     wall_density: float = Field(0.08, ge=0.0, le=0.4, description="share of interior cells that are wall blocks")
-    min_solution_cells: int = Field(3, ge=1, description="fewest cell moves from the start into the goal region")
-    max_solution_cells: int = Field(12, ge=1, description="most cell moves from the start into the goal region")
+    min_solution_cells: int = Field(4, ge=1, description="fewest cell moves from the start into the goal region")
+    max_solution_cells: int = Field(14, ge=1, description="most cell moves from the start into the goal region")
     fog: float = Field(0.04, ge=0.0, le=1.0, description="distance fade per cell (a depth cue)")
 
     @model_validator(mode="after")
@@ -267,7 +267,7 @@ def _line_of_sight(world: World, start: tuple[float, float], end: tuple[float, f
 
 def make_small(**config: Any) -> NavigationEnv:
     """A quick variant for tests and tiny models: 96x96 images, an 8x8 room, 3 objects."""
-    return NavigationEnv(**{"resolution": 96, "grid_size": 8, "num_objects": 3, "max_solution_cells": 8,
+    return NavigationEnv(**{"resolution": 96, "grid_size": 8, "num_objects": 3, "min_solution_cells": 3, "max_solution_cells": 8,
                             **config})
 
 
