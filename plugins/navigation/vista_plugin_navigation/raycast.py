@@ -130,7 +130,12 @@ class Raycaster:
     def _shade(self, colour: np.ndarray, depth: np.ndarray) -> np.ndarray:
         if self.camera.fog <= 0:
             return np.broadcast_to(colour, (*np.shape(depth), 3)).astype(np.float32)
-        keep = np.exp(-self.camera.fog * np.asarray(depth, dtype=np.float32))[..., None]
+        # math.exp per value, not np.exp: numpy picks SIMD exp kernels by CPU, which may differ in the
+        # last bit and flip a rounded pixel; these are a few hundred values per frame at most
+        values = np.asarray(depth, dtype=np.float64)
+        fog = self.camera.fog
+        keep = np.array([math.exp(-fog * d) for d in values.ravel().tolist()], dtype=np.float64)
+        keep = keep.reshape(values.shape)[..., None]
         return colour * keep + FOG * (1 - keep)
 
     # ------------------------------------------------------------------ frame
