@@ -144,6 +144,32 @@ def test_views_follow_the_pose() -> None:
     assert floor > (first[..., 2] < first[..., 0]).mean()
 
 
+def test_text_map_and_egocentric_relations_agree_with_the_state() -> None:
+    env = vista_rl.make_env("navigation/navigation-text-v0", prompt_format="free_think")
+    observation, info = env.reset(seed=5)
+    assert not observation.images
+    lines = env._text_grid().splitlines()
+    pose = env.pose
+    assert lines[pose.row][pose.col] == "^>v<"[pose.heading]
+    for index, obj in enumerate(env.world.objects):
+        assert lines[obj.cell[0]][obj.cell[1]] == str(index + 1) and obj.name in lines[-1]
+    for _ in range(4):
+        state, relations = env._state(), env._relations()
+        target = next(r for r in relations if r["object_id"] == state["target_obj_type"])
+        direction = state["target_relative_direction"]
+        assert target["vertical_relation"] == {"ahead": "ahead", "back": "behind"}.get(direction, "same")
+        if direction in ("left", "right"):
+            assert target["horizontal_relation"] == direction
+        env._apply(ACTION_NAMES.index("rotateright"))
+    # a quarter turn right moves every object a quarter turn left in the agent's frame
+    before = {r["object_id"]: r for r in env._relations()}
+    env._apply(ACTION_NAMES.index("rotateright"))
+    for relation in env._relations():
+        if before[relation["object_id"]]["horizontal_relation"] == "right" and \
+                before[relation["object_id"]]["vertical_relation"] == "same":
+            assert relation["vertical_relation"] == "ahead"
+
+
 def test_the_target_is_in_the_image_when_the_state_says_it_is_in_view() -> None:
     env = vista_rl.make_env(ENV_ID, fog=0.0)
     checked = 0

@@ -35,6 +35,8 @@ from vista_plugin_navigation.world import (
 )
 from vista_rl import Observation
 
+_FRAME_CACHE = 32  # packed frames kept per env (255x255: 260 kB each)
+
 RULES = (
     "You are a home robot navigating a room. You see the room through your own camera (first person).\n"
     "Goal: reach the object named in the instruction; you succeed once you are within {threshold:g} m of it.\n"
@@ -158,8 +160,9 @@ class NavigationEnv(TextGameEnv):
         frame = self._frames.get(self._pose)
         if frame is None:
             frame = self._raycaster.render_packed(self.world, self._grid, self._pose)
-            if len(self._frames) < 256:
-                self._frames[self._pose] = frame
+            if len(self._frames) >= _FRAME_CACHE:  # an episode has at most max_steps + 1 poses; bound memory anyway
+                del self._frames[next(iter(self._frames))]
+            self._frames[self._pose] = frame
         return to_image(frame)
 
     def _image(self) -> np.ndarray:
