@@ -51,6 +51,20 @@ def test_registered_envs_pass_check_env(env_id: str) -> None:
     assert vista_rl.host().spec("envs", env_id).distribution == "vista-plugin-navigation"
 
 
+def test_vista_envs_lists_the_navigation_envs() -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from vista_rl.cli import build_cli
+
+    result = CliRunner().invoke(build_cli(), ["envs", "--json"])
+    assert result.exit_code == 0, result.output
+    listed = {item["id"]: item for item in json.loads(result.output)}
+    for env_id in (ENV_ID, SMALL, "navigation/navigation-text-v0"):
+        assert listed[env_id]["distribution"] == "vista-plugin-navigation"
+
+
 @pytest.mark.parametrize("prompt_format", PROMPT_FORMATS)
 def test_every_prompt_format_passes_check_env(prompt_format: str) -> None:
     check_env(SMALL, {"prompt_format": prompt_format, "render_mode": "both"}, cross_process=False)
