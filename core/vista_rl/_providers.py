@@ -32,6 +32,7 @@ FIRST_PARTY_DISTRIBUTIONS: frozenset[str] = frozenset({
     "vista-plugin-gamekit",
     "vista-plugin-gymnasium",
     "vista-plugin-judges",
+    "vista-plugin-navigation",
     "vista-plugin-oddshape",
     "vista-plugin-openai",
     "vista-plugin-ray",
