@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 
 import pytest
-
-import vista_rl
 from vista_plugin_vigorl.rewards import (
     GroundedMultiTurnJudge,
     GroundedSingleTurnJudge,
     check_multiturn_grammar,
     unique_points,
 )
+
+import vista_rl
 from vista_rl_sdk import check_judge
 
 

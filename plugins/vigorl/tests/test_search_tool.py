@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 from PIL import Image, ImageDraw
+from vista_plugin_vigorl.search_tool import SearchCoordinateTool
 
 import vista_rl
-from vista_plugin_vigorl.search_tool import SearchCoordinateTool
 from vista_rl import ToolContext
 from vista_rl_sdk import check_tool
 

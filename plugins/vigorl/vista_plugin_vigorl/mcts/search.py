@@ -76,6 +76,7 @@ class SearchStats:
     malformed: int = 0
     repeated_coords: int = 0
     judge_errors: int = 0
+    leaf_backups: int = 0  # backups of terminal leaves and dead ends (not rollouts)
     seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
@@ -237,11 +238,13 @@ class ThoughtSearch:
             if leaf.reward is None:
                 leaf.reward = self._judge(leaf.answer, problem, stats)
             self._backprop(leaf, leaf.reward)
+            stats.leaf_backups += 1
             return
         children = self._expand(leaf, problem, stats, rng)
         if not children:  # every reply was malformed or repeated a point: a dead end scoring 0
             leaf.is_terminal, leaf.reward = True, 0.0
             self._backprop(leaf, 0.0)
+            stats.leaf_backups += 1
             return
         self._rollouts(children, problem, stats, rng)
 
