@@ -8,37 +8,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from vista_plugin_vigorl.mcts.toy import QUESTION, colour_grid
+from tests_helpers_vigorl import rows, run, write_tasks
 from vista_plugin_vigorl.rewards import GroundedSingleTurnJudge
-
-from vista_rl.cli.main import main
-
-
-def run(argv: list[str]) -> int:
-    try:
-        main(argv)
-    except SystemExit as exc:
-        return int(exc.code or 0)
-    return 0
-
-
-def write_tasks(folder: Path, count: int) -> Path:
-    (folder / "img").mkdir(parents=True)
-    lines = []
-    for seed in range(count):
-        image, answer, _ = colour_grid(seed)
-        image.save(folder / "img" / f"{seed}.png")
-        lines.append(json.dumps({"id": f"grid-{seed}", "dataset": "colour-grid", "images": [f"img/{seed}.png"],
-                                 "question": QUESTION, "answer": answer}))
-    lines.insert(2, '{"id": "broken", "question": 5}')  # a bad record is reported and skipped
-    path = folder / "tasks.jsonl"
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-def rows(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
 
 SEARCH = ["--model", "vigorl/noisy-teacher", "-M", "noise=0.05", "--judge", "exact",
           "--set", "n_simulations=3", "--set", "max_depth=4", "--workers", "3", "--seed", "5"]
