@@ -14,8 +14,7 @@ from vista_plugin_vigorl.mcts.toy import QUESTION, NoisyTeacher, colour_grid
 from vista_plugin_vigorl.mcts.tree import TreeNode
 
 import vista_rl
-from vista_rl import Generation, Judge, JudgeResult, ModelBackend, SamplingParams
-from vista_rl.observation import Chat
+from vista_rl import Chat, Generation, Judge, JudgeResult, ModelBackend, SamplingParams
 
 
 def problem(seed: int) -> Problem:

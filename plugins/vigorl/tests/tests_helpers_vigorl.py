@@ -8,7 +8,7 @@ from typing import Any
 
 from vista_plugin_vigorl.mcts.toy import QUESTION, colour_grid
 
-from vista_rl.cli.main import main
+from vista_rl.cli import main
 
 
 def run(argv: list[str]) -> int:

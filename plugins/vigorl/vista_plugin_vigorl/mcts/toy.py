@@ -18,8 +18,7 @@ from PIL import Image, ImageDraw
 from vista_plugin_vigorl.mcts.steps import FORCE_FINAL
 from vista_plugin_vigorl.rewards import find_coordinates
 
-from vista_rl import Generation, ModelBackend, SamplingParams
-from vista_rl.observation import Chat
+from vista_rl import Chat, Generation, ModelBackend, SamplingParams
 
 BACKGROUND = (128, 128, 128)
 COLOURS: dict[str, tuple[int, int, int]] = {
