@@ -156,7 +156,7 @@ def test_unique_points_is_greedy_in_order() -> None:
 
 
 @pytest.mark.parametrize("judge_id", ["vigorl/grounded-string-match", "vigorl/grounded-point-in-box",
-                                      "vigorl/multiturn-string-match"])
+                                      "vigorl/multiturn-string-match", "vigorl/multiturn-point-in-box"])
 def test_registered_judges_pass_check_judge(judge_id: str) -> None:
     spec = vista_rl.host().spec("judges", judge_id)
     check_judge(vista_rl.make_judge(judge_id), **spec.metadata["check_args"]).raise_if_failed()

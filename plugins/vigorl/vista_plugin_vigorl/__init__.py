@@ -41,7 +41,9 @@ def register_judges(register: Any) -> None:
              check_args=_MULTI_CHECK)
     register("vigorl/multiturn-point-in-box",
              lambda **config: _make("GroundedMultiTurnJudge", mode="point_in_box", **config),
-             description="ViGoRL multi turn: 0.6*acc + 0.4*format, point-in-box answer")
+             description="ViGoRL multi turn: 0.6*acc + 0.4*format, point-in-box answer",
+             check_args={"reference": [0, 0, 100, 100], "correct": _MULTI_CORRECT.replace("left", "(50, 50)"),
+                         "wrong": [_MULTI_CORRECT.replace("left", "(150, 50)"), "<answer> (50, 50) </answer>"]})
 
 
 def _make(name: str, **config: Any) -> Any:

@@ -39,7 +39,8 @@ def process_text_chain(chain: Sequence[str]) -> tuple[str, str]:
 
 def chains_from_node(node: dict[str, Any], backtrack: str = BACKTRACK) -> list[str]:
     """All chains from this node and (unless terminal) its descendants, in tree order."""
-    correct, wrong = [], []
+    correct: list[dict[str, Any]] = []
+    wrong: list[dict[str, Any]] = []
     for rollout in node.get("rollouts", []):
         (correct if float(rollout.get("reward", 0.0)) >= 1.0 else wrong).append(rollout)
     chains: list[str] = []
