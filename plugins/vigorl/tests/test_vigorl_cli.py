@@ -4,11 +4,15 @@ through the real CLI entry point, with the scripted noisy teacher and the tiny r
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
 import yaml
 from tests_helpers_vigorl import rows, run, write_tasks
+from vista_plugin_vigorl.mcts.runner import read_rows
 from vista_plugin_vigorl.rewards import GroundedSingleTurnJudge
 
 SEARCH = ["--model", "vigorl/noisy-teacher", "-M", "noise=0.05", "--judge", "exact",
@@ -88,3 +92,42 @@ def test_search_build_train_end_to_end(tmp_path: Path, tiny_model_dir: Path, cap
     metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     sft = [m for m in metrics if m.get("stage") == "sft"]
     assert len(sft) == 2 and all(m["loss"] > 0 for m in sft)
+
+
+def test_a_killed_search_resumes_where_it_stopped(tmp_path: Path) -> None:
+    """SIGKILL the real command mid-run (a slow teacher keeps searches in flight), then rerun it:
+    finished trees are kept, not searched again, and every task ends with exactly one tree."""
+    tasks = write_tasks(tmp_path, 8)
+    trees = tmp_path / "trees.jsonl"
+    command = [sys.executable, "-c", "from vista_rl.cli import main; main()", "mcts", "search", str(tasks),
+               "--out", str(trees), *SEARCH[:-4], "--workers", "1", "--seed", "5", "-M", "delay_s=0.05"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and process.poll() is None:
+            if trees.is_file() and trees.read_text().count("\n") >= 2:
+                break
+            time.sleep(0.05)
+        assert process.poll() is None, "the search finished before it could be killed; slow the teacher down"
+        process.kill()
+    finally:
+        process.wait(timeout=30)
+    before = [row["id"] for row in read_rows(trees) if not row.get("error")]  # a torn last line is skipped
+    assert 2 <= len(before) < 8
+    completed = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr[-2000:]
+    summary = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert summary["skipped_done"] == len(before) and summary["searched"] == 8 - len(before)
+    ids = [row["id"] for row in rows(trees) if not row.get("error")]  # every line parses: the torn one was cut
+    assert sorted(ids) == sorted(f"grid-{i}" for i in range(8)) and ids[: len(before)] == before
+
+
+def test_worker_count_does_not_change_the_trees(tmp_path: Path) -> None:
+    tasks = write_tasks(tmp_path, 4)
+    trees = {}
+    for workers in ("1", "3"):
+        out = tmp_path / f"trees-{workers}.jsonl"
+        assert run(["mcts", "search", str(tasks), "--out", str(out), *SEARCH[:-4], "--workers", workers,
+                    "--seed", "5"]) == 0
+        trees[workers] = {row["id"]: row["tree"] for row in rows(out)}
+    assert trees["1"] == trees["3"]

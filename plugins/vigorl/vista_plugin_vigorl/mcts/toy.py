@@ -12,6 +12,7 @@ point or writes a malformed reply.  Outcomes therefore depend on the path, which
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Sequence
 
 from PIL import Image, ImageDraw
@@ -54,10 +55,12 @@ class NoisyTeacher(ModelBackend):
 
     ``noise``: chance a seen colour is misreported; ``answer_when_seen``: chance to answer right after
     seeing the square; ``guess_early``: chance to answer before seeing it; ``repeat``: chance to revisit
-    a point; ``malformed``: chance of a reply without tags.  Sampling is seeded by ``params.seed``."""
+    a point; ``malformed``: chance of a reply without tags; ``delay_s``: sleep per call.  Sampling is
+    seeded by ``params.seed``."""
 
     def __init__(self, grid: int = 4, noise: float = 0.1, answer_when_seen: float = 0.8, guess_early: float = 0.15,
-                 repeat: float = 0.1, malformed: float = 0.05, options: Sequence[str] = tuple(COLOURS)) -> None:
+                 repeat: float = 0.1, malformed: float = 0.05, options: Sequence[str] = tuple(COLOURS),
+                 delay_s: float = 0.0) -> None:
         self.grid = grid
         self.noise = noise
         self.answer_when_seen = answer_when_seen
@@ -65,10 +68,13 @@ class NoisyTeacher(ModelBackend):
         self.repeat = repeat
         self.malformed = malformed
         self.options = list(options)
+        self.delay_s = delay_s  # per call, to stand in for a remote teacher's latency
         self.calls = 0
 
     def generate(self, chats: Sequence[Chat], params: SamplingParams) -> list[list[Generation]]:
         self.calls += 1
+        if self.delay_s:
+            time.sleep(self.delay_s)
         outputs: list[list[Generation]] = []
         for index, chat in enumerate(chats):
             replies = []
