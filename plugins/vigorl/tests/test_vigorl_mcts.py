@@ -139,3 +139,24 @@ def test_thought_chat_shape() -> None:
     assert [m.role for m in first] == ["system", "user"] and first[0].content == "sys"
     assert read_step("<answer> B. left </answer>").answer == "left"
     assert read_step("<think></think>").error
+
+
+class Recording(NoisyTeacher):
+    def __init__(self) -> None:
+        super().__init__()
+        self.temperatures: list[float] = []
+
+    def generate(self, chats: Sequence[Chat], params: SamplingParams) -> list[list[Generation]]:
+        self.temperatures += [params.temperature] * len(chats)
+        return super().generate(chats, params)
+
+
+def test_rollout_switches() -> None:
+    teacher = Recording()
+    settings = MctsSettings(n_simulations=3, first_rollout_no_sample=True, rollout_no_thinking=True)
+    result = ThoughtSearch(teacher, vista_rl.make_judge("exact"), settings).search(problem(5))
+    assert 0.0 in teacher.temperatures and 1.0 in teacher.temperatures  # greedy first rollouts, sampled rest
+    rollouts = [(node, r) for node in nodes(result.root) for r in node.rollouts]
+    assert rollouts
+    for node, rollout in rollouts:  # no thinking: the rollout answers straight away
+        assert len(rollout.ephemeral_texts) == node.depth + (0 if node.is_terminal else 1)
