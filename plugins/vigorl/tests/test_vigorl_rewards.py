@@ -160,3 +160,14 @@ def test_unique_points_is_greedy_in_order() -> None:
 def test_registered_judges_pass_check_judge(judge_id: str) -> None:
     spec = vista_rl.host().spec("judges", judge_id)
     check_judge(vista_rl.make_judge(judge_id), **spec.metadata["check_args"]).raise_if_failed()
+
+
+def test_judges_serve_as_verl_reward_functions() -> None:
+    reward = pytest.importorskip("vista_plugin_verl.reward")
+    response = "<think> The mug (120, 40) is left of the lamp (300, 44). </think>\n<answer> left </answer>"
+    scored = reward.compute_score("sat2", response, "left", judge="vigorl/grounded-string-match",
+                                  use_answer_tag=False)
+    assert scored["score"] == 1.0 and scored["format"] == 1.0
+    wrong = reward.compute_score("sat2", transcript([(1, 1), (40, 40)], "right"), "left",
+                                 judge="vigorl/multiturn-string-match", use_answer_tag=False)
+    assert wrong["score"] == pytest.approx(0.4 * 1.2) and wrong["unique_coordinates"] == 2
