@@ -6,7 +6,7 @@ sampler gets as many teacher replies as the search used (matched budget).  Print
 of problems with at least one correct chain under each, the share of correct rollouts inside the
 trees, distinct correct chains per problem after linearisation, replies per search, searches/s.
 
-    python benchmarks/vigorl_mcts.py [--problems 50] [--simulations 8] [--max-depth 10]
+    python benchmarks/vigorl_mcts.py [--problems 50] [--simulations 8] [--max-depth 10] [--plot out.png]
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ def main() -> None:
     parser.add_argument("--simulations", type=int, default=8)
     parser.add_argument("--max-depth", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--plot", default=None, help="also save a bar chart of the three rates here")
     args = parser.parse_args()
     settings = MctsSettings.vigorl_run(n_simulations=args.simulations, max_depth=args.max_depth)
     search = ThoughtSearch(NoisyTeacher(), vista_rl.make_judge("exact"), settings, seed=args.seed)
@@ -73,6 +74,25 @@ def main() -> None:
         "searches_per_s": n / seconds if seconds else None,
     }
     print(json.dumps(report))
+    if args.plot:
+        plot(report["with_correct_chain"], args.plot, n)
+
+
+def plot(rates: dict[str, float], path: str, problems: int) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axis = plt.subplots(figsize=(5, 3.2))
+    labels = {"mcts": "MCTS", "one_sample": "one sample", "best_of_k_matched_budget": "best-of-k\n(same replies)"}
+    bars = axis.bar([labels[k] for k in rates], [100 * v for v in rates.values()], color=["#3b7", "#999", "#58c"])
+    axis.bar_label(bars, fmt="%.0f%%")
+    axis.set_ylim(0, 110)
+    axis.set_ylabel("problems with a correct chain (%)")
+    axis.set_title(f"noisy teacher, {problems} colour-grid problems")
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
 
 
 if __name__ == "__main__":
