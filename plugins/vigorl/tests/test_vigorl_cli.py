@@ -131,3 +131,18 @@ def test_worker_count_does_not_change_the_trees(tmp_path: Path) -> None:
                     "--seed", "5"]) == 0
         trees[workers] = {row["id"]: row["tree"] for row in rows(out)}
     assert trees["1"] == trees["3"]
+
+
+def test_the_tiny_real_model_can_be_the_teacher(tmp_path: Path, tiny_model_dir: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """The transformers backend (a random tiny Qwen2.5-VL) as the teacher: its replies are noise,
+    so they are read as malformed steps and the trees are dead ends, but the search runs through."""
+    tasks = write_tasks(tmp_path, 1)
+    trees = tmp_path / "trees.jsonl"
+    assert run(["mcts", "search", str(tasks), "--out", str(trees), "--model", "transformers",
+                "-M", f"path={tiny_model_dir}", "--set", "n_simulations=2", "--set", "max_new_tokens=6",
+                "--set", "num_children_per_expand=2"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["searched"] == 1 and summary["failed"] == 0
+    (row,) = rows(trees)
+    assert row["stats"]["teacher_calls"] >= 1 and row["stats"]["replies"] >= 2
