@@ -40,6 +40,7 @@ FIRST_PARTY_DISTRIBUTIONS: frozenset[str] = frozenset({
     "vista-plugin-tools",
     "vista-plugin-transformers",
     "vista-plugin-verl",
+    "vista-plugin-vigorl",
     "vista-plugin-visual-search",
     "vista-plugin-vllm",
     "vista-plugin-vqa",

@@ -13,7 +13,16 @@ from typing import Annotated
 from PIL import Image, ImageDraw
 from pydantic import BaseModel, ConfigDict, Field
 
-from vista_plugin_tools.base import ImageTool, ToolInputError, as_rgb, clamp_box, clamp_point, fmt, pick_image
+from vista_plugin_tools.base import (
+    ImageTool,
+    PickedImage,
+    ToolInputError,
+    as_rgb,
+    clamp_box,
+    clamp_point,
+    fmt,
+    pick_image,
+)
 from vista_rl import ToolContext, ToolResult
 
 Point = Annotated[list[float], Field(min_length=2, max_length=2)]
@@ -32,6 +41,27 @@ def cut(picked_source: Image.Image, box: tuple[float, float, float, float], scal
     sx, sy = scale
     region = (round(box[0] * sx), round(box[1] * sy), round(box[2] * sx), round(box[3] * sy))
     return as_rgb(picked_source.crop(region))
+
+
+def point_crop(picked: PickedImage, x: float, y: float, offset: float, size: int, *,
+               square: bool = False, draw_dot: bool = False) -> tuple[Image.Image, tuple[float, float, float, float]]:
+    """The ViGoRL zoom: the window ``[x-offset, x+offset] x [y-offset, y+offset]`` clipped to the shown
+    image (so smaller and off-centre near edges), cut from the source image, then resized: to
+    ``size`` on the longer side, or to exactly ``size x size`` with ``square=True`` (ViGoRL's fixed
+    output).  ``draw_dot`` marks the point with a red dot (radius 7, white outline).  Returns the
+    crop and the window in shown-image pixels."""
+    width, height = picked.shown.size
+    box = (max(0.0, x - offset), max(0.0, y - offset), min(float(width), x + offset), min(float(height), y + offset))
+    crop = cut(picked.source, box, picked.scale)
+    if square:
+        crop = crop if crop.size == (size, size) else crop.resize((size, size), Image.Resampling.LANCZOS)
+    else:
+        crop = upscale_to(crop, size)
+    if draw_dot:
+        fx, fy = crop.width / max(box[2] - box[0], 1e-9), crop.height / max(box[3] - box[1], 1e-9)
+        cx, cy, r = (x - box[0]) * fx, (y - box[1]) * fy, 7
+        ImageDraw.Draw(crop).ellipse((cx - r, cy - r, cx + r, cy + r), fill=(255, 0, 0), outline="white", width=2)
+    return crop, box
 
 
 class CropZoomTool(ImageTool):
@@ -56,13 +86,8 @@ class CropZoomTool(ImageTool):
         picked = pick_image(context, arguments.image)
         width, height = picked.shown.size
         x, y, clamped = clamp_point(*arguments.coordinate, width, height)
-        offset = arguments.offset or self.offset
-        box = (max(0.0, x - offset), max(0.0, y - offset), min(float(width), x + offset), min(float(height), y + offset))
-        crop = upscale_to(cut(picked.source, box, picked.scale), arguments.size or self.crop_size)
-        if self.draw_dot:
-            fx, fy = crop.width / (box[2] - box[0]), crop.height / (box[3] - box[1])
-            cx, cy, r = (x - box[0]) * fx, (y - box[1]) * fy, 7
-            ImageDraw.Draw(crop).ellipse((cx - r, cy - r, cx + r, cy + r), fill=(255, 0, 0), outline="white", width=2)
+        crop, box = point_crop(picked, x, y, arguments.offset or self.offset, arguments.size or self.crop_size,
+                               draw_dot=self.draw_dot)
         text = (f"Zoomed view of image {picked.index} around ({fmt(x)}, {fmt(y)}): region "
                 f"[{', '.join(fmt(v) for v in box)}] of its {width}x{height} pixels, shown at "
                 f"{crop.width}x{crop.height}.")
