@@ -6,6 +6,7 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 from vista_plugin_datasets import testing
+from vista_plugin_datasets.common import judge_for
 
 import vista_rl
 from vista_rl import TaskRecord
@@ -53,7 +54,9 @@ def test_aokvqa_release_layout(tmp_path):
     assert mc[0].answer == "D" and mc[0].choices[3] == "cigarette"
     assert mc[0].images[0].endswith("val2017/000000461751.jpg") and Path(mc[0].images[0]).exists()
     direct = vista_rl.make_dataset("aokvqa", root=str(root), coco_dir=str(coco), mode="direct")
-    assert direct[0].answer == ["cigarette", "smoke"] and direct[0].task_type == "short_answer"
+    assert direct[0].answer == ["cigarette"] * 9 + ["smoke"] and direct[0].task_type == "short_answer"
+    assert judge_for(direct[0]) == "vqa_accuracy" and judge_for(mc[0]) == "multiple_choice"
+    assert vista_rl.make_judge("vqa_accuracy")("smoke", direct[0].answer).score == pytest.approx(0.3)
 
 
 def test_records_from_jsonl_and_parquet_with_image_bytes(tmp_path):
