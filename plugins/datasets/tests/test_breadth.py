@@ -148,3 +148,20 @@ def test_every_adapter_is_listed_with_its_layout_and_judge():
 def test_fixture_images_live_in_the_release_folders(tmp_path):
     root = testing.write_iconqa(tmp_path)
     assert (Path(root) / "iconqa" / "test" / "choose_img" / "11" / "choice_1.png").is_file()
+
+
+@pytest.mark.parametrize("dataset_id", sorted(CASES))
+def test_converted_records_read_back_unchanged(tmp_path, dataset_id):
+    from vista_plugin_datasets.convert import convert, source_parameter
+
+    config = CASES[dataset_id][0](tmp_path / "raw")
+    src = config.pop(source_parameter(dataset_id))
+    original = vista_rl.make_dataset(dataset_id, root=src, **config)
+    result = convert(dataset_id, src, tmp_path / "out", config)
+    loaded = vista_rl.make_dataset("records", path=str(result.path))
+    assert result.written == len(original) == len(loaded) and not result.skipped
+    for before, after in zip(original, loaded, strict=True):
+        assert (after.id, after.answer, after.choices, after.task_type) == (
+            before.id, before.answer, before.choices, before.task_type)
+        assert judge_for(after) == judge_for(before)
+        assert [Image.open(a).size for a in after.images] == [Image.open(b).size for b in before.images]
