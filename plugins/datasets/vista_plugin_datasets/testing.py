@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from PIL import Image, ImageDraw
 
@@ -73,7 +74,7 @@ def write_geometry3k(root: Path) -> Path:
 
 def write_aokvqa(root: Path) -> tuple[Path, Path]:
     """``aokvqa_v1p0_val.json`` + COCO ``val2017/{image_id:012d}.jpg``; returns (root, coco_dir)."""
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"split": "val", "image_id": 461751, "question_id": "22jbM6gDxdaMaunuzgrsBB",
          "question": "What is in the motorcyclist's mouth?", "choices": ["toothpick", "food", "popsicle stick", "cigarette"],
          "correct_choice_idx": 3, "direct_answers": ["cigarette"] * 9 + ["smoke"], "difficult_direct_answer": False,
@@ -161,7 +162,7 @@ def write_unigeo(root: Path) -> Path:
 
 def write_mapqa(root: Path) -> Path:
     """``MapQA_S/questions/test-QA.json`` + ``MapQA_S/images/{map_id}``."""
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"question_id": 101, "question": "Which states have the highest value in the map?", "map_id": "map_17.png",
          "answer": ["Texas", "Ohio"], "question_type": "retrieval"},
         {"question_id": 102, "question": "How many states are in the lowest range?", "map_id": "map_17.png",
@@ -181,7 +182,7 @@ def write_vizwiz(root: Path) -> Path:
     def answers(*pairs: tuple[str, int]) -> list[dict]:
         return [{"answer": text, "answer_confidence": "yes"} for text, count in pairs for _ in range(count)]
 
-    rows = [
+    rows: list[dict[str, Any]] = [
         {"image": "VizWiz_val_00000000.jpg", "question": "What is this product?",
          "answers": answers(("soy milk", 7), ("milk", 2), ("unanswerable", 1)), "answer_type": "other",
          "answerable": 1},
@@ -196,7 +197,7 @@ def write_vizwiz(root: Path) -> Path:
 
 def write_docvqa(root: Path) -> Path:
     """``val_v1.0_withQT.json`` (``{"data": [...]}``) + ``documents/*.png``."""
-    data = [{"questionId": 49153, "question": "What is the ‘actual’ value per 1000, during the year 1975?",
+    data: list[dict[str, Any]] = [{"questionId": 49153, "question": "What is the ‘actual’ value per 1000, during the year 1975?",
              "question_types": ["figure/diagram"], "image": "documents/pybv0228_81.png", "docId": 14465,
              "ucsf_document_id": "pybv0228", "ucsf_document_page_no": "81", "answers": ["0.28"],
              "data_split": "val"},
@@ -288,7 +289,7 @@ def write_ai2d(root: Path) -> Path:
 
 def write_iconqa(root: Path) -> Path:
     """``problems.json`` + ``pid_splits.json`` + ``iconqa/test/{ques_type}/{pid}/image.png`` (+ choice images)."""
-    problems = {
+    problems: dict[str, dict[str, Any]] = {
         "3": {"question": "Which shape is a cube?", "choices": ["sphere", "cube", "cone"], "answer": 1,
               "ques_type": "choose_txt", "grade": "kindergarten", "label": "shape", "split": "test"},
         "7": {"question": "How many dots are there?", "choices": [], "answer": "9", "ques_type": "fill_in_blank",
