@@ -60,7 +60,7 @@ ADAPTERS: tuple[Adapter, ...] = (
             "AI2D: questions/{image}.json + images/ (+ abc_images/); test_ids file picks the test split",
             "multiple_choice"),
     Adapter("iconqa", _M + "science:load_iconqa",
-            "IconQA: problems.json + pid_splits.json + iconqa/{split}/{ques_type}/{pid}/image.png",
+            "IconQA: problems.json (split, ques_type per pid) + iconqa/{split}/{ques_type}/{pid}/image.png",
             "multiple_choice / math"),
     Adapter("mathvista", _M + "science:load_mathvista",
             "MathVista: {split}.json (testmini/test) + images/{pid}.jpg", "multiple_choice / math / exact"),

@@ -4,8 +4,9 @@
   correctAnswer, abcLabel, questionId}}}``, diagrams in ``images/``; questions whose ``abcLabel`` is true
   refer to letter-labelled diagrams, read from ``abc_images/`` when present.  The release has no split
   file; ``test_ids`` names a file of image ids, one per line (e.g. the common ``ai2d_test_ids.csv``).
-- IconQA (lupantech/IconQA): ``problems.json`` (pid -> question, choices, answer, ques_type, ...),
-  ``pid_splits.json`` (split -> pids), images ``iconqa/{split}/{ques_type}/{pid}/image.png``.
+- IconQA (lupantech/IconQA, ``iconqa_data/``): ``problems.json`` (pid -> question, choices, answer,
+  ques_type, split, grade, label), images ``iconqa/{split}/{ques_type}/{pid}/image.png`` (each folder
+  also holds the problem as ``data.json``).
   ``choose_txt`` has text options; ``choose_img`` options are images (``choices`` names the files in the
   same folder; the record lists them after the question image and labels them "image 2", ...);
   ``fill_in_blank`` answers are numbers, judged as math.
@@ -76,17 +77,15 @@ def load_iconqa(root: str, split: str = "test", ques_types: list[str] | None = N
                 limit: int | None = None) -> TaskDataset:
     base = Path(root)
     problems = read_json(base / "problems.json")
-    pids = read_json(base / "pid_splits.json")[split]
     types = set(ques_types or ICONQA_TYPES)
     unknown = types - set(ICONQA_TYPES)
     if unknown:
         raise ValueError(f"unknown IconQA question types {sorted(unknown)}; expected some of {ICONQA_TYPES}")
 
     def records() -> Iterator[TaskRecord]:
-        for pid in pids:
-            problem = problems[str(pid)]
+        for pid, problem in problems.items():
             kind = problem["ques_type"]
-            if kind not in types:
+            if problem.get("split") != split or kind not in types:
                 continue
             folder = base / "iconqa" / split / kind / str(pid)
             images, question = [str(folder / "image.png")], problem["question"]

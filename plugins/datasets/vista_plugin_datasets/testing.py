@@ -288,7 +288,8 @@ def write_ai2d(root: Path) -> Path:
 
 
 def write_iconqa(root: Path) -> Path:
-    """``problems.json`` + ``pid_splits.json`` + ``iconqa/test/{ques_type}/{pid}/image.png`` (+ choice images)."""
+    """``problems.json`` + ``pid_splits.json`` ({ques_type}_{split} -> pids) + ``iconqa/{split}/{ques_type}/{pid}/``
+    with ``image.png``, ``data.json`` and the choice images."""
     problems: dict[str, dict[str, Any]] = {
         "3": {"question": "Which shape is a cube?", "choices": ["sphere", "cube", "cone"], "answer": 1,
               "ques_type": "choose_txt", "grade": "kindergarten", "label": "shape", "split": "test"},
@@ -299,11 +300,15 @@ def write_iconqa(root: Path) -> Path:
                "answer": 0, "ques_type": "choose_img", "grade": "grade1", "label": "counting", "split": "test"},
     }
     _write_json(root / "problems.json", problems)
-    _write_json(root / "pid_splits.json", {"train": [], "val": [], "test": ["3", "7", "11"],
-                                           "choose_txt_test": ["3"], "fill_in_blank_test": ["7"],
-                                           "choose_img_test": ["11"]})
+    problems["20"] = {"question": "Which is taller?", "choices": ["tree", "bush"], "answer": 0,
+                      "ques_type": "choose_txt", "grade": "grade1", "label": "compare", "split": "train"}
+    _write_json(root / "pid_splits.json", {f"{kind}_{split}": [pid for pid, p in problems.items()
+                                                              if p["ques_type"] == kind and p["split"] == split]
+                                           for kind in ("choose_txt", "choose_img", "fill_in_blank")
+                                           for split in ("train", "val", "test")})
     for pid, problem in problems.items():
-        folder = root / "iconqa" / "test" / problem["ques_type"] / pid
+        folder = root / "iconqa" / problem["split"] / problem["ques_type"] / pid
+        _write_json(folder / "data.json", {k: v for k, v in problem.items() if k != "split"})
         _image(folder / "image.png", problem["question"][:12])
         if problem["ques_type"] == "choose_img":
             for name in problem["choices"]:
