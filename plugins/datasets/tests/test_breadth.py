@@ -92,6 +92,10 @@ def test_answer_encodings(tmp_path):
     docvqa = vista_rl.make_dataset("docvqa", root=str(testing.write_docvqa(tmp_path / "d")))
     assert docvqa[0].id == "docvqa-49153" and docvqa[0].images[0].endswith("documents/pybv0228_81.png")
     assert vista_rl.make_judge("anls")("0.23", docvqa[0].answer).score == pytest.approx(0.75)
+    flat = tmp_path / "d" / "spdocvqa_images"  # images unpacked flat, apart from the questions
+    (tmp_path / "d" / "documents").rename(flat)
+    moved = vista_rl.make_dataset("docvqa", root=str(tmp_path / "d"), image_dir=str(flat))
+    assert moved[0].images[0] == str(flat / "pybv0228_81.png")
     clevr = vista_rl.make_dataset("clevr", root=str(testing.write_clevr(tmp_path / "c")))
     assert clevr[1].answer == "3" and clevr[0].images[0].endswith("images/val/CLEVR_val_000000.png")
     math = vista_rl.make_dataset("clevr_math", **_clevr_math(tmp_path / "cm"))

@@ -5,7 +5,8 @@ answers, VQA accuracy), DocVQA (a few accepted answers, ANLS) and MapQA (one ans
   [{answer, answer_confidence}] x 10, answer_type, answerable}``; photos in ``{split}/{image}``.
 - DocVQA single-page (rrc.cvc.uab.es, task 1): ``{split}_v1.0_withQT.json`` (or ``{split}_v1.0.json``)
   = ``{"dataset_name", "dataset_split", "data": [{questionId, question, question_types, image:
-  "documents/xxx.png", docId, answers: [...]}]}``; ``image`` is relative to the release folder.
+  "documents/xxx.png", docId, answers: [...]}]}``; ``image`` is relative to the release folder, or
+  found by file name in ``image_dir`` (e.g. an unpacked ``spdocvqa_images/``).
 - MapQA (OSU-slatelab/MapQA): one folder per variant (``MapQA_S``, ``MapQA_U``, ``MapQA_R``/``MapQA_V``),
   each with ``questions/{split}-QA.json`` (a list of ``{question, answer, map_id, ...}``) and the maps in
   ``images/{map_id}``.  ``answer`` is a string, a number, or a list of region names (written here as
@@ -42,12 +43,19 @@ def load_vizwiz(root: str, split: str = "val", answerable_only: bool = False,
     return take(records(), f"vizwiz-{split}", limit)
 
 
-def load_docvqa(root: str, split: str = "val", limit: int | None = None) -> TaskDataset:
+def _document(image: str, base: Path, image_dir: Path | None) -> str:
+    """``image`` is "documents/x.png"; unpacked copies keep that folder or flatten it (spdocvqa_images/x.png)."""
+    candidates = [base / image] + ([image_dir / image, image_dir / Path(image).name] if image_dir else [])
+    return str(next((path for path in candidates if path.exists()), candidates[-1]))
+
+
+def load_docvqa(root: str, split: str = "val", image_dir: str | None = None, limit: int | None = None) -> TaskDataset:
     base = Path(root)
     path = base / f"{split}_v1.0_withQT.json"
     rows = read_json(path if path.exists() else base / f"{split}_v1.0.json")["data"]
+    images = Path(image_dir) if image_dir else None
     records = (TaskRecord(
-        id=f"docvqa-{row['questionId']}", dataset="docvqa", images=[str(base / row["image"])],
+        id=f"docvqa-{row['questionId']}", dataset="docvqa", images=[_document(row["image"], base, images)],
         question=row["question"], answer=[str(a) for a in row["answers"]], task_type="short_answer",
         metadata={"split": split, "judge": "anls", "doc_id": row.get("docId"),
                   "question_types": list(row.get("question_types") or [])},
