@@ -1,6 +1,7 @@
 """The VISTA-Gym task-breadth adapters, each on a fixture in its dataset's public release layout,
 and the judge each record is paired with."""
 
+import json
 import pickle
 from collections import Counter
 from pathlib import Path
@@ -76,7 +77,11 @@ def test_answer_encodings(tmp_path):
     assert figureqa[0].images[0].endswith("validation1/png/0.png")
     plotqa = vista_rl.make_dataset("plotqa", root=str(testing.write_plotqa(tmp_path / "p")))
     assert [r.answer for r in plotqa] == ["26", "2012", "1.2543"]
-    assert plotqa[0].metadata["template"] == "data_retrieval"
+    assert plotqa[0].metadata["template"] == "data_retrieval" and plotqa[2].metadata["type"] == "dot_line"
+    qa_file = tmp_path / "p" / "test" / "qa_pairs_V2.json"  # a bare list under the lower-case name reads the same
+    (tmp_path / "p" / "test" / "qa_pairs_v2.json").write_text(json.dumps(json.loads(qa_file.read_text())["qa_pairs"]))
+    qa_file.unlink()
+    assert [r.answer for r in vista_rl.make_dataset("plotqa", root=str(tmp_path / "p"))] == ["26", "2012", "1.2543"]
     geoqa = vista_rl.make_dataset("geoqa", root=str(testing.write_geoqa(tmp_path / "g")))
     assert geoqa[0].answer == "C" and geoqa[0].choices[2] == "130°" and geoqa[0].question.startswith("如图")
     assert Image.open(geoqa[0].images[0]).size == (64, 48)  # the array became a PNG

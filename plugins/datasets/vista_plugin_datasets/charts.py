@@ -5,8 +5,8 @@ One reader serves both; a :class:`QAPairsLayout` says what differs (file name, a
 - FigureQA (Maluuba): ``qa_pairs.json``; ``answer`` is 1 (yes) or 0 (no); splits ``train1``,
   ``validation1``, ``validation2`` (the ``no_annot_test`` splits carry no answers and are skipped).
   Records are two-option multiple choice (Yes / No).
-- PlotQA (NiteshMethani/PlotQA): ``qa_pairs_V2.json`` (or V1); ``answer`` is a number or a text label,
-  ``template`` and ``type`` name the question family.  Numbers are judged with relaxed accuracy (5%),
+- PlotQA (NiteshMethani/PlotQA): ``qa_pairs_V2.json`` (or V1; ``_v2`` spellings too); ``answer`` is a
+  number or a text label, ``template`` names the question family and ``type`` the plot type.  Numbers are judged with relaxed accuracy (5%),
   as in the PlotQA paper.
 """
 
@@ -42,13 +42,16 @@ class QAPairsLayout:
 
 
 FIGUREQA = QAPairsLayout("figureqa", "qa_pairs.json", _yes_no, ("question_id", "color1_name", "color2_name"))
-PLOTQA = QAPairsLayout("plotqa", "qa_pairs_{version}.json", _plot_value, ("qid", "template", "type"))
+PLOTQA = QAPairsLayout("plotqa", "qa_pairs_{version}.json", _plot_value, ("template", "type"))
 
 
 def load_qa_pairs(layout: QAPairsLayout, root: str, split: str, limit: int | None = None,
                   **file_vars: str) -> TaskDataset:
     base = Path(root) / split
-    rows = read_json(base / layout.qa_file.format(**file_vars))["qa_pairs"]
+    name = layout.qa_file.format(**file_vars)
+    path = next((p for p in (base / name, base / name.lower()) if p.exists()), base / name)
+    data = read_json(path)
+    rows = data["qa_pairs"] if isinstance(data, dict) else data  # PlotQA's README also describes a bare list
     records = (TaskRecord(
         id=f"{layout.dataset}-{split}-{index}", dataset=layout.dataset,
         images=[str(base / "png" / f"{row['image_index']}.png")], question=row["question_string"],

@@ -116,12 +116,12 @@ def write_figureqa(root: Path) -> Path:
 def write_plotqa(root: Path) -> Path:
     """``test/qa_pairs_V2.json`` (numbers or labels) + ``test/png/{image_index}.png``."""
     return _qa_pairs(root, "test", "qa_pairs_V2.json", [
-        {"image_index": 3, "qid": "nbar_001", "question_string": "What is the revenue in 2010?", "answer": 26.0,
-         "template": "data_retrieval", "type": "numeric", "answer_bbox": {"x": 1, "y": 2, "w": 3, "h": 4}},
-        {"image_index": 3, "qid": "nbar_002", "question_string": "Which year has the highest revenue?",
-         "answer": "2012", "template": "minimum_maximum", "type": "textual", "answer_bbox": []},
-        {"image_index": 4, "qid": "nbar_003", "question_string": "What is the ratio of the two bars?",
-         "answer": 1.2543, "template": "arithmetic", "type": "numeric", "answer_bbox": []},
+        {"image_index": 3, "question_string": "What is the revenue in 2010?", "answer": 26.0,
+         "template": "data_retrieval", "type": "vbar_categorical", "answer_bbox": {"x": 1, "y": 2, "w": 3, "h": 4}},
+        {"image_index": 3, "question_string": "Which year has the highest revenue?",
+         "answer": "2012", "template": "min_max", "type": "vbar_categorical", "answer_bbox": []},
+        {"image_index": 4, "question_string": "What is the ratio of the two bars?",
+         "answer": 1.2543, "template": "arithmetic", "type": "dot_line", "answer_bbox": []},
     ])
 
 
