@@ -126,6 +126,9 @@ def test_answer_encodings_science(tmp_path):
     mathvista = vista_rl.make_dataset("mathvista", root=str(testing.write_mathvista(tmp_path / "mv")))
     assert mathvista[0].question.startswith("Hint:") and mathvista[0].metadata["precision"] == 1.0
     assert mathvista[1].answer == "B" and mathvista[1].question == "Is Medium Periwinkle the smoothest?"
+    export = vista_rl.make_dataset("mathvista", root=str(testing.write_mathvista_parquet(tmp_path / "mvhf")))
+    assert [(r.id, r.answer, r.task_type) for r in export] == [(r.id, r.answer, r.task_type) for r in mathvista]
+    assert [Image.open(r.images[0]).size for r in export] == [(31, 20), (32, 20), (33, 20)]  # bytes became files
 
 
 def test_geometry_pickles_refuse_code(tmp_path):

@@ -63,7 +63,7 @@ ADAPTERS: tuple[Adapter, ...] = (
             "IconQA: problems.json (split, ques_type per pid) + iconqa/{split}/{ques_type}/{pid}/image.png",
             "multiple_choice / math"),
     Adapter("mathvista", _M + "science:load_mathvista",
-            "MathVista: {split}.json (testmini/test) + images/{pid}.jpg", "multiple_choice / math / exact"),
+            "MathVista: {split}.json (testmini/test) + images/{pid}.jpg, or HF data/{split}-*.parquet", "multiple_choice / math / exact"),
 )
 
 

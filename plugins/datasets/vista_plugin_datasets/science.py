@@ -15,7 +15,8 @@
   Numeric free-text answers are judged as math, other text by exact match, options as multiple choice.
 - MathVista (lupantech/MathVista, GitHub ``data/``): ``{split}.json`` (testmini/test: pid -> question,
   image "images/{pid}.jpg", choices, answer, question_type multi_choice/free_form, answer_type,
-  precision, unit, query, metadata).  Free-form records use ``query`` (the question with the answer
+  precision, unit, query, metadata); or the Hugging Face export (AI4Math/MathVista), the same fields
+  as rows of ``data/{split}-*.parquet`` with the image bytes in ``decoded_image``.  Free-form records use ``query`` (the question with the answer
   format hint), judged as math for numbers and exact match for text.
 """
 
@@ -126,9 +127,29 @@ def load_tabmwp(root: str, split: str = "test", limit: int | None = None) -> Tas
     return take(records(), f"tabmwp-{split}", limit)
 
 
-def load_mathvista(root: str, split: str = "testmini", limit: int | None = None) -> TaskDataset:
+def _mathvista_problems(base: Path, split: str, image_cache_dir: str | None) -> dict[str, dict[str, Any]]:
+    """pid -> problem from ``{split}.json``, or from the HF export ``data/{split}-*.parquet`` whose
+    ``decoded_image`` bytes are written once to ``image_cache_dir`` (``image`` then names that file)."""
+    if (base / f"{split}.json").exists() or not list(base.glob(f"data/{split}-*.parquet")):
+        return dict(read_json(base / f"{split}.json"))
+    from vista_plugin_datasets.records import _materialize, read_table
+
+    cache = Path(image_cache_dir) if image_cache_dir else base / ".vista-images"
+    problems = {}
+    for path in sorted(base.glob(f"data/{split}-*.parquet")):
+        for row in read_table(path):
+            pid = str(row["pid"])
+            cell = row.pop("decoded_image", None)
+            if cell:
+                row["image"] = _materialize(cell, cache, f"mathvista-{split}", int(pid) if pid.isdigit() else 0)
+            problems[pid] = row
+    return problems
+
+
+def load_mathvista(root: str, split: str = "testmini", image_cache_dir: str | None = None,
+                   limit: int | None = None) -> TaskDataset:
     base = Path(root)
-    problems = read_json(base / f"{split}.json")
+    problems = _mathvista_problems(base, split, image_cache_dir)
 
     def records() -> Iterator[TaskRecord]:
         for pid, problem in problems.items():

@@ -341,3 +341,23 @@ def write_mathvista(root: Path) -> Path:
     for pid in problems:
         _image(root / "images" / f"{pid}.jpg", f"mathvista {pid}")
     return root
+
+
+def write_mathvista_parquet(root: Path) -> Path:
+    """The Hugging Face export: ``data/testmini-00000-of-00001.parquet``, images as bytes in ``decoded_image``."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    source = write_mathvista(root / "github")
+    problems = json.loads((source / "testmini.json").read_text())
+    rows = []
+    for pid, problem in problems.items():
+        image = io.BytesIO()
+        Image.new("RGB", (30 + int(pid), 20), "white").save(image, format="PNG")
+        rows.append(problem | {"metadata": problem["metadata"], "decoded_image": {"bytes": image.getvalue(), "path": None}})
+    export = root / "hf"
+    (export / "data").mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows), export / "data" / "testmini-00000-of-00001.parquet")
+    return export
