@@ -35,7 +35,7 @@ CASES = {
     "plotqa": (lambda t: {"root": str(testing.write_plotqa(t))}, 3, ["relaxed_numeric"] * 3),  # "2012" too
     "geoqa": (lambda t: {"root": str(testing.write_geoqa(t))}, 2, ["multiple_choice"] * 2),
     "unigeo": (lambda t: {"root": str(testing.write_unigeo(t))}, 1, ["multiple_choice"]),
-    "mapqa": (lambda t: {"root": str(testing.write_mapqa(t))}, 3, ["exact", "relaxed_numeric", "exact"]),
+    "mapqa": (lambda t: {"root": str(testing.write_mapqa(t))}, 3, ["set_match", "relaxed_numeric", "exact"]),
     "vizwiz": (lambda t: {"root": str(testing.write_vizwiz(t))}, 2, ["vqa_accuracy"] * 2),
     "docvqa": (lambda t: {"root": str(testing.write_docvqa(t))}, 2, ["anls"] * 2),
     "clevr": (lambda t: {"root": str(testing.write_clevr(t))}, 2, ["exact", "relaxed_numeric"]),
@@ -90,6 +90,7 @@ def test_answer_encodings(tmp_path):
     mapqa = vista_rl.make_dataset("mapqa", root=str(testing.write_mapqa(tmp_path / "m")))
     assert mapqa[0].answer == "Texas, Ohio" and mapqa[0].metadata["answer_list"] == ["Texas", "Ohio"]
     assert mapqa[1].answer == "12" and mapqa[0].images[0].endswith("MapQA_S/images/map_17.png")
+    assert vista_rl.make_judge(judge_for(mapqa[0]))("Ohio and Texas", mapqa[0].answer).score == 1.0
     vizwiz = vista_rl.make_dataset("vizwiz", root=str(testing.write_vizwiz(tmp_path / "v")))
     assert Counter(vizwiz[0].answer) == {"soy milk": 7, "milk": 2, "unanswerable": 1}
     assert len(vista_rl.make_dataset("vizwiz", root=str(tmp_path / "v"), answerable_only=True)) == 1

@@ -10,7 +10,8 @@ answers, VQA accuracy), DocVQA (a few accepted answers, ANLS) and MapQA (one ans
 - MapQA (OSU-slatelab/MapQA): one folder per variant (``MapQA_S``, ``MapQA_U``, ``MapQA_R``/``MapQA_V``),
   each with ``questions/{split}-QA.json`` (a list of ``{question, answer, map_id, ...}``) and the maps in
   ``images/{map_id}``.  ``answer`` is a string, a number, or a list of region names (written here as
-  one comma-separated string in the release's order, with the list kept in ``metadata["answer_list"]``).
+  one comma-separated string in the release's order, with the list kept in ``metadata["answer_list"]``
+  and the ``set_match`` judge, so any order of the same regions is right).
 """
 
 from __future__ import annotations
@@ -81,6 +82,7 @@ def load_mapqa(root: str, subset: str = "MapQA_S", split: str = "test", limit: i
                 images=[str(base / "images" / row["map_id"])], question=row["question"], answer=answer,
                 task_type="short_answer",
                 metadata={"split": split, "subset": subset, "map_id": row["map_id"], "answer_list": answer_list,
-                          "question_type": row.get("question_type")})
+                          "question_type": row.get("question_type")}
+                | ({"judge": "set_match"} if answer_list is not None else {}))
 
     return take(records(), f"mapqa-{subset}-{split}", limit)

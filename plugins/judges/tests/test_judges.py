@@ -134,6 +134,15 @@ def test_anls_table(prediction, answers, expected):
     assert vista_rl.make_judge("anls")(prediction, answers).score == pytest.approx(expected)
 
 
+def test_set_match_ignores_order_and_separators():
+    judge = vista_rl.make_judge("set_match")
+    assert judge("Ohio, Texas", "Texas, Ohio").score == 1.0
+    assert judge("Texas and the Ohio.", ["texas", "ohio"]).score == 1.0
+    assert judge(["Ohio", "Texas"], "Texas, Ohio").score == 1.0
+    result = judge("Ohio, Utah", "Texas, Ohio")
+    assert result.score == 0.0 and result.details == {"missing": ["texas"], "extra": ["utah"]}
+
+
 def test_iou_and_point_in_box():
     iou = vista_rl.make_judge("iou")
     assert iou([0, 0, 10, 10], [0, 0, 10, 10]).score == 1.0
@@ -157,13 +166,14 @@ def test_iou_and_point_in_box():
     ("point_in_box", [10, 10, 50, 50], [[60, 60], "(0, 0)"], {}),
     ("vqa_accuracy", VIZWIZ_ANSWERS, ["red", "blue", "unanswerable", "a b c"], {}),
     ("anls", ["0.28", "28%"], ["1.00", "seventy", "0.2"], {}),
+    ("set_match", "Texas, Ohio", ["Texas", "Texas, Ohio, Utah", "Ohio; Maine"], {}),
 ])
 def test_conformance(judge_id, reference, wrong, context):
     correct = {"iou": [10, 10, 50, 50], "point_in_box": "(20, 30)", "vqa_accuracy": "Soy milk",
-               "anls": "0.28"}.get(judge_id)
+               "anls": "0.28", "set_match": "ohio and Texas"}.get(judge_id)
     check_judge(vista_rl.make_judge(judge_id), reference, wrong, correct=correct, context=context)
 
 
 def test_items_come_from_this_distribution():
-    for judge_id in ("relaxed_numeric", "multiple_choice", "math", "iou", "point_in_box", "vqa_accuracy", "anls"):
+    for judge_id in ("relaxed_numeric", "multiple_choice", "math", "iou", "point_in_box", "vqa_accuracy", "anls", "set_match"):
         assert vista_rl.host().spec("judges", judge_id).distribution == "vista-plugin-judges"

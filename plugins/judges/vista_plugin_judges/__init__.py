@@ -21,6 +21,8 @@ def register_judges(register: Any) -> None:
                          "subsets, with the VQA answer normalisation (VQA v2, VizWiz, A-OKVQA direct)")
     register("anls", "vista_plugin_judges.anls:ANLSJudge",
              description="ANLS (DocVQA): 1 - normalised edit distance to the closest answer, 0 beyond 0.5")
+    register("set_match", "vista_plugin_judges.set_match:SetMatchJudge",
+             description="Unordered list answers: the same items in any order (MapQA's region lists)")
     register("iou", "vista_plugin_judges.boxes:IoUJudge",
              description="Box IoU against a reference box (thresholded or continuous)")
     register("point_in_box", "vista_plugin_judges.boxes:PointInBoxJudge",
