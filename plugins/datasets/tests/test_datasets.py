@@ -6,6 +6,7 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 from vista_plugin_datasets import testing
+from vista_plugin_datasets.common import judge_for
 
 import vista_rl
 from vista_rl import TaskRecord
@@ -53,7 +54,9 @@ def test_aokvqa_release_layout(tmp_path):
     assert mc[0].answer == "D" and mc[0].choices[3] == "cigarette"
     assert mc[0].images[0].endswith("val2017/000000461751.jpg") and Path(mc[0].images[0]).exists()
     direct = vista_rl.make_dataset("aokvqa", root=str(root), coco_dir=str(coco), mode="direct")
-    assert direct[0].answer == ["cigarette", "smoke"] and direct[0].task_type == "short_answer"
+    assert direct[0].answer == ["cigarette"] * 9 + ["smoke"] and direct[0].task_type == "short_answer"
+    assert judge_for(direct[0]) == "vqa_accuracy" and judge_for(mc[0]) == "multiple_choice"
+    assert vista_rl.make_judge("vqa_accuracy")("smoke", direct[0].answer).score == pytest.approx(0.3)
 
 
 def test_records_from_jsonl_and_parquet_with_image_bytes(tmp_path):
@@ -84,3 +87,16 @@ def test_records_from_jsonl_and_parquet_with_image_bytes(tmp_path):
 def test_items_come_from_this_distribution():
     for dataset_id in ("records", "chartqa", "scienceqa", "geometry3k", "aokvqa"):
         assert vista_rl.host().spec("datasets", dataset_id).distribution == "vista-plugin-datasets"
+
+
+def test_jsonl_rows_keep_their_own_keys_and_bad_lines_are_named(tmp_path):
+    rows = [{"id": "a", "dataset": "d", "question": "q?", "answer": ["x"] * 10, "metadata": {"judge": "vqa_accuracy"}},
+            {"id": "b", "dataset": "d", "question": "q?", "answer": "3", "metadata": {"precision": 1.0}}]
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n\n")
+    data = vista_rl.make_dataset("records", path=str(path))
+    assert data[0].metadata == {"judge": "vqa_accuracy"} and data[1].metadata == {"precision": 1.0}
+    assert data[0].answer == ["x"] * 10 and data[1].answer == "3"  # a column whose type varies is fine
+    path.write_text(json.dumps(rows[0]) + "\n{not json\n")
+    with pytest.raises(ValueError, match="mixed.jsonl:2: not JSON"):
+        vista_rl.make_dataset("records", path=str(path))

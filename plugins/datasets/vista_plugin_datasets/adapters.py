@@ -15,27 +15,17 @@ Each reads the files exactly as the dataset authors publish them (paths relative
 
 from __future__ import annotations
 
-import json
 import re
-import string
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
+from vista_plugin_datasets.common import LETTERS
+from vista_plugin_datasets.common import read_json as _read_json
+from vista_plugin_datasets.common import take as _take
 from vista_plugin_datasets.records import TaskDataset
 from vista_rl import TaskRecord
 
-LETTERS = string.ascii_uppercase
 _NUMERIC = re.compile(r"^[-+−]?[$€£]?\d[\d,]*(\.\d+)?\s*%?$")
-
-
-def _read_json(path: Path) -> Any:
-    if not path.exists():
-        raise FileNotFoundError(f"{path} does not exist; is the dataset root right?")
-    return json.loads(path.read_text(encoding="utf-8"))
-
-
-def _take(records: list[TaskRecord], name: str, limit: int | None) -> TaskDataset:
-    return TaskDataset(name, records[:limit] if limit is not None else records)
 
 
 def load_chartqa(root: str, split: str = "test", subset: Literal["human", "augmented", "both"] = "both",
@@ -120,6 +110,7 @@ def load_aokvqa(root: str, coco_dir: str, split: str = "val",
         else:
             if not row.get("direct_answers"):
                 continue
-            records.append(TaskRecord(**common, answer=sorted(set(row["direct_answers"])),
-                                      task_type="short_answer", metadata=metadata))
+            # every annotator's answer, duplicates kept: they are the votes VQA accuracy counts
+            records.append(TaskRecord(**common, answer=[str(a) for a in row["direct_answers"]],
+                                      task_type="short_answer", metadata=metadata | {"judge": "vqa_accuracy"}))
     return _take(records, f"aokvqa-{split}", limit)

@@ -50,16 +50,37 @@ class TaskDataset(Sequence[TaskRecord]):
         return f"TaskDataset({self.name!r}, {len(self)} records)"
 
 
-def read_table(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of a JSONL/JSON/parquet file through HF ``datasets`` (no network, no global cache)."""
-    import datasets
+def _read_json_lines(path: Path) -> list[dict[str, Any]]:
+    rows = []
+    with path.open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{number}: not JSON ({exc.msg})") from None
+            if not isinstance(row, dict):
+                raise ValueError(f"{path}:{number}: expected a JSON object, got {type(row).__name__}")
+            rows.append(row)
+    return rows
 
+
+def read_table(path: str | Path) -> list[dict[str, Any]]:
+    """Rows of a JSONL/JSON/parquet file.  JSON lines are parsed as they are: each row keeps its own
+    keys and types (HF ``datasets`` would unify them into one Arrow schema, fill absent keys with
+    None, fail on a key whose type varies, and take seconds to start).  JSON arrays and parquet go
+    through HF ``datasets`` (no network, no global cache)."""
     path = Path(path)
     kind = TABLE_SUFFIXES.get(path.suffix.lower())
     if kind is None:
         raise ValueError(f"{path}: expected one of {', '.join(TABLE_SUFFIXES)}")
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist")
+    if path.suffix.lower() == ".jsonl":
+        return _read_json_lines(path)
+    import datasets
+
     datasets.disable_progress_bars()
     with tempfile.TemporaryDirectory(prefix="vista-hf-") as cache:
         loaded = datasets.load_dataset(kind, data_files=str(path), split="train", cache_dir=cache,

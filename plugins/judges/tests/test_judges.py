@@ -96,6 +96,53 @@ def test_math_judge_works_off_the_main_thread():
         assert pool.submit(judge, "\\frac{2}{4}", "0.5").result().score == 1.0
 
 
+VIZWIZ_ANSWERS = ["soy milk"] * 7 + ["milk", "milk", "unanswerable"]
+
+
+@pytest.mark.parametrize(("prediction", "answers", "expected"), [
+    ("Soy milk.", VIZWIZ_ANSWERS, 1.0),               # 7 of 10: every 9-subset has >= 3
+    ("milk", VIZWIZ_ANSWERS, 0.6),                    # 2 of 10: (8 * 2/3 + 2 * 1/3) / 10
+    ("unanswerable", VIZWIZ_ANSWERS, 0.3),            # 1 of 10: (9 * 1/3 + 0) / 10
+    ("water", VIZWIZ_ANSWERS, 0.0),
+    ("two", ["2"] * 3 + ["3"] * 7, 0.9),              # number words are digits; 3 of 10
+    ("the dog", ["dog"] * 10, 1.0),                   # articles dropped
+    ("dont know", ["don't know"] * 10, 1.0),          # contractions restored
+    ("1,000", ["1000"] * 10, 1.0),                    # a comma inside a number goes
+    ("3.5", ["35"] * 10, 0.0),                        # a decimal point stays
+    ("yes.", ["yes"] * 10, 1.0),
+])
+def test_vqa_accuracy_table(prediction, answers, expected):
+    assert vista_rl.make_judge("vqa_accuracy")(prediction, answers).score == pytest.approx(expected)
+
+
+def test_vqa_accuracy_plain_formula_and_single_reference():
+    plain = vista_rl.make_judge("vqa_accuracy", leave_one_out=False)
+    assert plain("milk", VIZWIZ_ANSWERS).score == pytest.approx(2 / 3)
+    assert plain("soy milk", VIZWIZ_ANSWERS).score == 1.0
+    assert vista_rl.make_judge("vqa_accuracy")("Red", "red").score == 1.0  # one answer counts as agreed
+
+
+@pytest.mark.parametrize(("prediction", "answers", "expected"), [
+    ("0.28", ["0.28"], 1.0),
+    ("0.23", ["0.28"], 0.75),                          # one edit in four characters
+    ("ITC Limited", ["itc limited", "ITC"], 1.0),      # case-insensitive, best answer counts
+    ("itc  limited ", ["itc limited"], 1.0),
+    ("abcd", ["wxyz"], 0.0),                          # distance >= 0.5: no credit
+    ("x" * 5000, ["0.28"], 0.0),                       # the length gap alone rules it out
+])
+def test_anls_table(prediction, answers, expected):
+    assert vista_rl.make_judge("anls")(prediction, answers).score == pytest.approx(expected)
+
+
+def test_set_match_ignores_order_and_separators():
+    judge = vista_rl.make_judge("set_match")
+    assert judge("Ohio, Texas", "Texas, Ohio").score == 1.0
+    assert judge("Texas and the Ohio.", ["texas", "ohio"]).score == 1.0
+    assert judge(["Ohio", "Texas"], "Texas, Ohio").score == 1.0
+    result = judge("Ohio, Utah", "Texas, Ohio")
+    assert result.score == 0.0 and result.details == {"missing": ["texas"], "extra": ["utah"]}
+
+
 def test_iou_and_point_in_box():
     iou = vista_rl.make_judge("iou")
     assert iou([0, 0, 10, 10], [0, 0, 10, 10]).score == 1.0
@@ -117,12 +164,16 @@ def test_iou_and_point_in_box():
     ("math", "\\frac{3}{4}", ["0.7", "3/5"], {}),
     ("iou", [10, 10, 50, 50], [[60, 60, 90, 90], "(0, 0, 5, 5)"], {}),
     ("point_in_box", [10, 10, 50, 50], [[60, 60], "(0, 0)"], {}),
+    ("vqa_accuracy", VIZWIZ_ANSWERS, ["red", "blue", "unanswerable", "a b c"], {}),
+    ("anls", ["0.28", "28%"], ["1.00", "seventy", "0.2"], {}),
+    ("set_match", "Texas, Ohio", ["Texas", "Texas, Ohio, Utah", "Ohio; Maine"], {}),
 ])
 def test_conformance(judge_id, reference, wrong, context):
-    correct = {"iou": [10, 10, 50, 50], "point_in_box": "(20, 30)"}.get(judge_id)
+    correct = {"iou": [10, 10, 50, 50], "point_in_box": "(20, 30)", "vqa_accuracy": "Soy milk",
+               "anls": "0.28", "set_match": "ohio and Texas"}.get(judge_id)
     check_judge(vista_rl.make_judge(judge_id), reference, wrong, correct=correct, context=context)
 
 
 def test_items_come_from_this_distribution():
-    for judge_id in ("relaxed_numeric", "multiple_choice", "math", "iou", "point_in_box"):
+    for judge_id in ("relaxed_numeric", "multiple_choice", "math", "iou", "point_in_box", "vqa_accuracy", "anls", "set_match"):
         assert vista_rl.host().spec("judges", judge_id).distribution == "vista-plugin-judges"

@@ -16,6 +16,13 @@ def register_judges(register: Any) -> None:
              description="Multiple choice: the option letter, index or text picks the right option")
     register("math", "vista_plugin_judges.math_judge:MathJudge",
              description="Mathematical equivalence with math-verify (LaTeX, fractions, expressions)")
+    register("vqa_accuracy", "vista_plugin_judges.vqa_accuracy:VQAAccuracyJudge",
+             description="VQA accuracy: min(#humans who gave the answer / 3, 1), averaged over leave-one-out "
+                         "subsets, with the VQA answer normalisation (VQA v2, VizWiz, A-OKVQA direct)")
+    register("anls", "vista_plugin_judges.anls:ANLSJudge",
+             description="ANLS (DocVQA): 1 - normalised edit distance to the closest answer, 0 beyond 0.5")
+    register("set_match", "vista_plugin_judges.set_match:SetMatchJudge",
+             description="Unordered list answers: the same items in any order (MapQA's region lists)")
     register("iou", "vista_plugin_judges.boxes:IoUJudge",
              description="Box IoU against a reference box (thresholded or continuous)")
     register("point_in_box", "vista_plugin_judges.boxes:PointInBoxJudge",

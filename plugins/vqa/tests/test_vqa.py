@@ -58,8 +58,11 @@ def test_short_answer_uses_the_task_type_judge(roots):
     env.reset(seed=2)  # "1,250"
     assert env.step("<think>t</think><answer>1250</answer>").info["success"]
     direct = vista_rl.make_env(SHORT, dataset="aokvqa", dataset_config=roots["aokvqa-direct"])
+    direct.reset(seed=0)  # direct answers: 9 x "cigarette", 1 x "smoke" -> VQA accuracy
+    minority = direct.step("<think>t</think><answer>smoke</answer>")
+    assert not minority.info["success"] and minority.reward == pytest.approx(0.3)  # partial credit
     direct.reset(seed=0)
-    assert direct.step("<think>t</think><answer>smoke</answer>").info["success"]  # any direct answer
+    assert direct.step("<think>t</think><answer>Cigarette.</answer>").info["success"]
 
 
 @pytest.mark.parametrize(("mode", "expected"), [("first", 0.0), ("decayed", 0.5), ("last", 1.0)])

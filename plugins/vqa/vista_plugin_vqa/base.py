@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import abc
 import json
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -269,7 +270,9 @@ class ToolQAEnv(Env):
 
     @staticmethod
     def _show(reference: Any) -> str:
-        return " / ".join(map(str, reference[:3])) if isinstance(reference, (list, tuple)) else str(reference)
+        if isinstance(reference, (list, tuple)):  # crowd answers repeat: show the three most voted once each
+            return " / ".join(answer for answer, _ in Counter(map(str, reference)).most_common(3))
+        return str(reference)
 
     # --------------------------------------------------------------------- oracle
     def oracle_response(self) -> str | None:

@@ -2,11 +2,13 @@
 
 The record for a seed is ``records[seed % len(records)]``; the judge follows the record's task type
 (multiple_choice -> ``multiple_choice``, numeric -> ``relaxed_numeric``, math -> ``math``, otherwise
-``exact`` against the answer or any of a list of answers).
+``exact`` against the answer or any of a list of answers); a short-answer record may name its judge in
+``metadata["judge"]`` (``vqa_accuracy`` for VizWiz's ten votes, ``anls`` for DocVQA).
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 from vista_plugin_judges.choice import LETTERS, choice_index, format_choices
@@ -73,13 +75,16 @@ class RecordVQAEnv(ToolQAEnv):
             index = letter_index(record)
             reference = record.choices[index] if index is not None and 0 <= index < len(record.choices) else reference
         references = reference if isinstance(reference, list) else [reference]
-        if record.task_type in JUDGE_BY_TYPE and record.task_type != "multiple_choice":
+        named = record.metadata.get("judge") if record.task_type != "multiple_choice" else None
+        if isinstance(named, str) and named:
+            judge = named  # the adapter's pick where the task type cannot say it (vqa_accuracy, anls)
+        elif record.task_type in JUDGE_BY_TYPE and record.task_type != "multiple_choice":
             judge = JUDGE_BY_TYPE[record.task_type]
         elif all(parse_number(ref) is not None for ref in references):
             judge = "relaxed_numeric"
         else:
             judge = "exact"
-        oracle = str(references[0])
+        oracle = str(Counter(map(str, references)).most_common(1)[0][0])  # the most-voted human answer
         info["oracle_reasoning"] = f"The answer is {oracle}."
         return Problem(record.question, images, reference, judge, oracle_answer=oracle, info=info)
 

@@ -1,0 +1,156 @@
+"""``vista data convert NAME SRC DST``: read a raw release with a registered adapter and write
+unified TaskRecords (JSONL) that ``records_path`` / the ``records`` loader read back, so one command
+turns downloaded files into training and eval data.
+
+Images are copied under ``DST/images/NAME/`` (keeping their path inside SRC) and the records point
+at them relative to the JSONL file, so DST can be moved as a whole; ``--images reference`` keeps
+absolute paths to the originals instead.  A record whose image is missing is skipped and reported,
+not fatal: one bad item must not cost the other ten thousand.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import shutil
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import click
+import yaml
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+import vista_rl
+from vista_plugin_datasets.common import judge_for
+from vista_rl import TaskRecord
+
+ImageMode = Literal["copy", "reference"]
+
+
+@dataclass
+class ConvertResult:
+    path: Path
+    written: int = 0
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (record id, why)
+    task_types: Counter[str] = field(default_factory=Counter)
+    judges: Counter[str] = field(default_factory=Counter)
+
+
+def source_parameter(name: str) -> str:
+    """The adapter's argument that takes SRC: its first parameter (``root``, or ``path`` for ``records``)."""
+    loader = vista_rl.host().spec("datasets", name).load()
+    parameters = list(inspect.signature(loader).parameters)
+    if not parameters:
+        raise click.ClickException(f"dataset {name!r} takes no arguments, so it has no SRC to read")
+    return parameters[0]
+
+
+def _image_target(image: Path, src: Path, dataset: str) -> Path:
+    try:
+        inside = image.resolve().relative_to(src.resolve())
+    except ValueError:  # outside SRC (e.g. COCO for A-OKVQA): keep it apart, named by its folder
+        inside = Path("external") / hashlib.sha256(str(image.parent.resolve()).encode()).hexdigest()[:10] / image.name
+    return Path("images") / dataset / inside
+
+
+def _place_images(record: TaskRecord, src: Path, dst: Path, mode: ImageMode) -> TaskRecord:
+    placed = []
+    for image in map(Path, record.images):
+        if not image.is_file():
+            raise FileNotFoundError(f"image {image} is missing")
+        if mode == "reference":
+            placed.append(str(image.resolve()))
+            continue
+        relative = _image_target(image, src, record.dataset)
+        target = dst / relative
+        if not target.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(image, target)
+        placed.append(relative.as_posix())
+    return record.model_copy(update={"images": placed})
+
+
+def convert(name: str, src: str | Path, dst: str | Path, options: dict[str, Any] | None = None,
+            images: ImageMode = "copy", limit: int | None = None, console: Console | None = None) -> ConvertResult:
+    """Load ``name`` from ``src`` (plus adapter ``options``) and write ``dst/{dataset name}.jsonl``."""
+    src, dst = Path(src), Path(dst)
+    config = dict(options or {})
+    config[source_parameter(name)] = str(src)
+    if limit is not None:
+        config["limit"] = limit
+    dataset = vista_rl.make_dataset(name, **config)
+    dst.mkdir(parents=True, exist_ok=True)
+    result = ConvertResult(dst / f"{getattr(dataset, 'name', name)}.jsonl")
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
+    with Progress(*columns, console=console or Console(stderr=True), transient=True) as progress, \
+            result.path.open("w", encoding="utf-8") as handle:
+        task = progress.add_task(f"converting {name}", total=len(dataset))
+        for record in dataset:
+            try:
+                placed = _place_images(record, src, dst, images)
+            except OSError as exc:
+                result.skipped.append((record.id, str(exc)))
+            else:
+                handle.write(placed.model_dump_json() + "\n")
+                result.written += 1
+                result.task_types[record.task_type] += 1
+                result.judges[judge_for(record)] += 1
+            progress.advance(task)
+    if not result.written:
+        result.path.unlink()
+        raise click.ClickException(f"no record of {name} could be written; first problem: {result.skipped[0][1]}")
+    return result
+
+
+def _parse_options(pairs: tuple[str, ...]) -> dict[str, Any]:
+    options = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"{pair!r} must look like KEY=VALUE", param_hint="--option")
+        options[key] = yaml.safe_load(value)
+    return options
+
+
+@click.group("data")
+def data_group() -> None:
+    """Turn raw dataset releases into VISTA task records."""
+
+
+@data_group.command("convert")
+@click.argument("name")
+@click.argument("src", type=click.Path(exists=True, path_type=Path))
+@click.argument("dst", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--split", help="The split to read (the adapter's default otherwise).")
+@click.option("-o", "--option", "options", multiple=True, metavar="KEY=VALUE",
+              help="Another adapter argument, e.g. -o coco_dir=/data/coco -o subset=MapQA_U (YAML values).")
+@click.option("--images", type=click.Choice(["copy", "reference"]), default="copy", show_default=True,
+              help="Copy images under DST/images/ (portable) or keep absolute paths to the originals.")
+@click.option("--limit", type=int, help="Convert only the first N records.")
+def convert_command(name: str, src: Path, dst: Path, split: str | None, options: tuple[str, ...],
+                    images: ImageMode, limit: int | None) -> None:
+    """Read dataset NAME's raw files at SRC (see `vista datasets` for each layout) and write
+    DST/<name>-<split>.jsonl, ready for `records_path` in eval and training configs."""
+    config = _parse_options(options)
+    if split:
+        config["split"] = split
+    console = Console()
+    try:
+        result = convert(name, src, dst, config, images, limit, console)
+    except (FileNotFoundError, ValueError, KeyError, TypeError) as exc:
+        raise click.ClickException(f"cannot convert {name} from {src}: {type(exc).__name__}: {exc}") from None
+    table = Table(title=f"{name} -> {result.path}")
+    for column in ("records", "skipped", "task types", "judges"):
+        table.add_column(column)
+    table.add_row(str(result.written), str(len(result.skipped)),
+                  ", ".join(f"{k} {v}" for k, v in sorted(result.task_types.items())),
+                  ", ".join(f"{k} {v}" for k, v in sorted(result.judges.items())))
+    console.print(table)
+    for record_id, why in result.skipped[:5]:
+        console.print(f"[yellow]skipped {record_id}: {why}[/yellow]")
+    env = "vqa/multiple-choice-v0" if set(result.task_types) == {"multiple_choice"} else "vqa/short-answer-v0"
+    console.print(f"eval: vista eval --env {env} --model scripted:oracle --set env.config.records_path={result.path}")
