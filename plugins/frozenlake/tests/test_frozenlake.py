@@ -162,3 +162,28 @@ def test_any_string_gives_a_valid_step_result(text):
     assert isinstance(result, vista_rl.StepResult)
     assert result.observation.text.count("<image>") == len(result.observation.images) == 1
     assert isinstance(result.info["format_ok"], bool) and len(result.info["actions"]) <= 3
+
+
+def test_brief_prompt_style_keeps_the_game_and_drops_the_prose():
+    """``prompt_style: brief`` changes only the words: same maps, same rewards, same oracle, and the
+    observation is the bare image (the state still reaches the model, the rules text does not)."""
+    base = {"render_mode": "vision", "prompt_format": "no_think", "max_actions_per_step": 1}
+    check_env(ENV_ID, {**base, "prompt_style": "brief"}, cross_process=False)
+    full, brief = vista_rl.make_env(ENV_ID, **base), vista_rl.make_env(ENV_ID, **base, prompt_style="brief")
+    assert len(brief.system_prompt()) < len(full.system_prompt()) / 4
+    assert "Left, Down, Right, Up" in brief.system_prompt() and "<answer>" in brief.system_prompt()
+    for env in (full, brief):
+        env.reset(seed=11)
+    obs_full, _ = full.reset(seed=11)
+    obs_brief, _ = brief.reset(seed=11)
+    assert obs_brief.text == "<image>" and obs_full.text != "<image>"
+    assert obs_brief.images[0].tobytes() == obs_full.images[0].tobytes()
+    for _ in range(6):
+        answer = full.oracle_response()
+        assert brief.oracle_response() == answer
+        a, b = full.step(answer), brief.step(answer)
+        assert (a.reward, a.terminated, a.info["success"]) == (b.reward, b.terminated, b.info["success"])
+        assert b.observation.text in ("<image>", "")
+        if a.terminated or a.truncated:
+            break
+    assert a.info["success"]
