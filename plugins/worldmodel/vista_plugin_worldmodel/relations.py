@@ -44,6 +44,9 @@ _RIGHT = r"\b(?:right|east)\b"
 _SAME_ROW = r"\bsame (?:row|horizontal line|line|level|height)\b|\blevel with\b|\bhorizontally aligned\b"
 _SAME_COL = r"\bsame (?:column|vertical line|col)\b|\bvertically aligned\b"
 _SAME_CELL = r"\bsame (?:cell|position|place|square|tile|spot)\b|\bon top of\b|\bstanding on\b"
+#: "right below me", "right now": ``right`` as an intensifier is no direction.
+_INTENSIFIER = re.compile(r"\bright (?=(?:below|above|under|underneath|beneath|over|next|beside|behind|here|there|now|"
+                          r"away|in front)\b)")
 _CLAUSES = re.compile(r"(?<=[.!?])\s+|[;\n]+")
 _SUBCLAUSES = re.compile(r",\s*(?:and\s+|while\s+|but\s+)?(?=(?:the|a|an)\b)|\s+(?:and|while|but|whereas)\s+(?=(?:the|a|an)\b)")
 
@@ -134,7 +137,7 @@ def parse_relations(text: Any, synonyms: Mapping[str, Iterable[str]] | None = No
         return normalize_relations(text) or []
     if not isinstance(text, str) or not text.strip():
         return []
-    text = text[:MAX_TEXT_CHARS].lower()
+    text = _INTENSIFIER.sub("", text[:MAX_TEXT_CHARS].lower())
     structured = _json_candidate(text)
     if structured:
         return structured
