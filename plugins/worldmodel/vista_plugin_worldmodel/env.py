@@ -45,6 +45,10 @@ class StateRewardConfig(BaseModel):
     grounding_judge: str = Field("worldmodel/grounding", description="judge id for <observation>")
     worldmodeling_judge: str = Field("worldmodel/worldmodeling", description="judge id for <prediction>")
     judge_config: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of both judges")
+    grounding_judge_config: dict[str, Any] = Field(default_factory=dict,
+                                                   description="keyword arguments of the grounding judge only")
+    worldmodeling_judge_config: dict[str, Any] = Field(default_factory=dict,
+                                                       description="keyword arguments of the world-model judge only")
     observation_state_key: str = "observation_state"
     prediction_state_key: str = "prediction_state"
 
@@ -59,8 +63,11 @@ class StateRewardEnv(Env):
         self.judges: dict[str, Judge] = {}
         if self.settings.use_state_reward:
             s = self.settings
-            self.judges = {"grounding": vista_rl.make_judge(s.grounding_judge, **s.judge_config),
-                           "worldmodeling": vista_rl.make_judge(s.worldmodeling_judge, **s.judge_config)}
+            self.judges = {
+                "grounding": vista_rl.make_judge(s.grounding_judge, **{**s.judge_config, **s.grounding_judge_config}),
+                "worldmodeling": vista_rl.make_judge(s.worldmodeling_judge,
+                                                     **{**s.judge_config, **s.worldmodeling_judge_config}),
+            }
 
     # ------------------------------------------------------------------ the contract
     def reset(self, seed: int | None = None) -> tuple[Observation, dict[str, Any]]:
