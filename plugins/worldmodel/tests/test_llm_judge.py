@@ -21,7 +21,6 @@ from vista_plugin_worldmodel.service import JudgeService
 
 import vista_rl
 from vista_rl import Generation, ModelBackend, SamplingParams
-from vista_rl.backends.scripted import ScriptedBackend
 from vista_rl_sdk import check_judge
 
 FAST = {"timeout_s": 5.0, "retries": 1, "backoff_s": 0.01, "batch_wait_s": 0.05}
@@ -35,18 +34,18 @@ STATE = [rel("box", "same", "left"), rel("target", "below", "same")]
 RIGHT = "The box is to the left of the player. The target is below the player."
 
 
-class CountingScripted(ScriptedBackend):
-    """The real scripted backend, counting its calls and the chats of each."""
+class CountingScripted(ModelBackend):
+    """The registered scripted backend (known replies, in order), counting its calls and prompts."""
 
     def __init__(self, responses: Sequence[str]) -> None:
-        super().__init__(responses=list(responses))
+        self.inner = vista_rl.make_model("scripted", responses=list(responses))
         self.batches: list[int] = []
         self.prompts: list[str] = []
 
-    def generate(self, chats: Any, params: SamplingParams, **kwargs: Any) -> list[list[Generation]]:
+    def generate(self, chats: Any, params: SamplingParams) -> list[list[Generation]]:
         self.batches.append(len(chats))
         self.prompts.extend(chat[-1].content for chat in chats)
-        return super().generate(chats, params, **kwargs)
+        return self.inner.generate(chats, params)
 
 
 def test_known_verdicts_from_the_scripted_backend() -> None:

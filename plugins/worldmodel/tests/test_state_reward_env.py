@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 import vista_rl
-from vista_rl.backends.scripted import ScriptedBackend
 from vista_rl.config import RolloutSection
 from vista_rl.rollout import RolloutEngine, episode_specs
 from vista_rl_sdk import check_env
@@ -28,9 +27,9 @@ def test_wrapper_passes_check_env() -> None:
 
 
 def test_oracle_turns_earn_both_rewards_per_turn() -> None:
-    wrapped = _rollout(SOKOBAN, ScriptedBackend("oracle"), [1, 2])
+    wrapped = _rollout(SOKOBAN, vista_rl.make_model("scripted", path="oracle"), [1, 2])
     plain_env = {"env": "sokoban/sokoban-v0", "config": {"render_mode": "text"}, "use_state_reward": False}
-    plain = _rollout(plain_env, ScriptedBackend("oracle"), [1, 2])
+    plain = _rollout(plain_env, vista_rl.make_model("scripted", path="oracle"), [1, 2])
     for with_reward, without in zip(wrapped, plain, strict=True):
         assert with_reward.num_turns == without.num_turns > 0
         for turn, base in zip(with_reward.turns, without.turns, strict=True):
@@ -74,7 +73,7 @@ def test_llm_judge_in_the_wrapper_with_known_verdicts() -> None:
               "worldmodeling_judge": "worldmodel/worldmodeling-llm",
               "judge_config": {"backend": "scripted", "backend_config": {"responses": ["YES"]},
                                "batch_wait_s": 0.05, "timeout_s": 5}}
-    trajectories = _rollout(config, ScriptedBackend("oracle"), [1, 2, 3])
+    trajectories = _rollout(config, vista_rl.make_model("scripted", path="oracle"), [1, 2, 3])
     turns = [turn for trajectory in trajectories for turn in trajectory.turns]
     assert turns and all(turn.info["state_reward"] == 1.0 for turn in turns)
     assert all(turn.info["state_reward_details"]["grounding"]["verdict"] == "YES" for turn in turns)
@@ -90,7 +89,7 @@ def test_a_dead_judge_costs_zero_and_never_the_episode() -> None:
               "grounding_judge_config": {"backend": "openai", "backend_config": {"path": f"http://127.0.0.1:{port}/v1",
                                                                        "model": "none", "max_retries": 0},
                                "retries": 0, "timeout_s": 5, "batch_wait_s": 0.01}}
-    (trajectory,) = _rollout(config, ScriptedBackend("oracle"), [5])
+    (trajectory,) = _rollout(config, vista_rl.make_model("scripted", path="oracle"), [5])
     assert trajectory.failure is None and trajectory.num_turns > 0
     first = trajectory.turns[0].info
     assert first["grounding_score"] == 0.0 and first["judge_errors"]
