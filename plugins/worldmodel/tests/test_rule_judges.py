@@ -127,3 +127,20 @@ def test_the_oracle_of_the_grid_games_scores_full_marks() -> None:
         assert world.score(parsed["prediction"], result.info["prediction_state"]).score == 1.0
         if result.done:
             break
+
+
+def test_vista_judges_and_envs_list_the_plugin(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from vista_rl.cli import main
+
+    for command, expected in (("judges", {"worldmodel/grounding", "worldmodel/worldmodeling",
+                                          "worldmodel/grounding-llm", "worldmodel/worldmodeling-llm"}),
+                              ("envs", {"worldmodel/state-reward-v0"})):
+        try:
+            main([command, "--json"])
+        except SystemExit as exc:
+            assert not exc.code
+        listed = {item["id"]: item for item in json.loads(capsys.readouterr().out)}
+        assert expected <= set(listed)
+        assert {listed[item]["distribution"] for item in expected} == {"vista-plugin-worldmodel"}

@@ -59,7 +59,7 @@ class LLMStateJudge(Judge):
                  mode: Literal["yes_no", "parse"] = "yes_no", template: str | None = None,
                  template_file: str | None = None, system_prompt: str | None = None, max_text_chars: int = 2000,
                  partial_credit: float = 0.0, type_weights: Mapping[str, float] | None = None,
-                 max_tokens: int | None = None, temperature: float = 0.1, timeout_s: float = 30.0,
+                 max_tokens: int | None = None, temperature: float = 0.1, timeout_s: float = 15.0,
                  retries: int = 2, backoff_s: float = 0.5, batch_size: int = 64, batch_wait_s: float = 0.05,
                  cache_size: int = 10_000) -> None:
         if mode not in ("yes_no", "parse"):

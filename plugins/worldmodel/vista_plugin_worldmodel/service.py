@@ -57,7 +57,7 @@ class JudgeService:
     """One judge model, shared by every judge (and env) configured with it in this process."""
 
     def __init__(self, backend: ModelBackend, *, system_prompt: str | None = None, max_tokens: int = 400,
-                 temperature: float = 0.1, timeout_s: float = 30.0, retries: int = 2, backoff_s: float = 0.5,
+                 temperature: float = 0.1, timeout_s: float = 15.0, retries: int = 2, backoff_s: float = 0.5,
                  batch_size: int = 64, batch_wait_s: float = 0.05, cache_size: int = 10_000) -> None:
         self.backend = backend
         self.system_prompt = system_prompt
@@ -142,7 +142,7 @@ class JudgeService:
                     self._remember(prompt, output)
                     future.set_result(Reply(text=output, attempts=attempt + 1))
                 else:
-                    errors[id(future)] = output.error if isinstance(output, Reply) else \
+                    errors[id(future)] = (output.error or "no reply") if isinstance(output, Reply) else \
                         f"unusable judge reply: {str(output)[:200]!r}"
                     still.append(item)
             waiting = still
