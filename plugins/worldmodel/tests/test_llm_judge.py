@@ -241,6 +241,25 @@ def test_judge_over_http_against_vista_serve(vista_serve: str) -> None:
             assert result.score == (1.0 if result.details["verdict"] == "YES" else 0.0)
 
 
+def test_judge_through_the_transformers_backend_in_process(tiny_model_dir: Path) -> None:
+    """The same judge with the tiny model loaded in this process (``backend: transformers``): one
+    batched generate for grounding and world modeling of a turn, and results that are verdicts or
+    recorded failures (the random model's words are not known)."""
+    grounding = vista_rl.make_judge("worldmodel/grounding-llm", backend="transformers",
+                                    backend_config={"path": str(tiny_model_dir), "device": "cpu"},
+                                    temperature=0.0, max_tokens=3, retries=0, timeout_s=60.0, batch_wait_s=0.3)
+    world = vista_rl.make_judge("worldmodel/worldmodeling-llm", backend="transformers",
+                                backend_config={"path": str(tiny_model_dir), "device": "cpu"},
+                                temperature=0.0, max_tokens=3, retries=0, timeout_s=60.0, batch_wait_s=0.3)
+    assert grounding.service is world.service  # same model and settings: one shared batcher
+    pending = [grounding.submit(RIGHT, STATE), world.submit("The box will be above me.", STATE)]
+    results = [wait() for wait in pending]
+    stats = grounding.service.stats.to_dict()
+    assert stats["generate_calls"] == 1 and stats["largest_batch"] == 2
+    for result in results:
+        assert ("judge_error" in result.details and result.score == 0.0) or result.details["verdict"] in ("YES", "NO")
+
+
 def test_judge_with_its_server_down_scores_zero_quickly() -> None:
     port = server_module.free_port()
     judge = GroundingLLMJudge(backend="openai", backend_config={"path": f"http://127.0.0.1:{port}/v1",

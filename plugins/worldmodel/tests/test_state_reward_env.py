@@ -100,3 +100,19 @@ def test_a_dead_judge_costs_zero_and_never_the_episode() -> None:
 def test_unknown_settings_are_config_errors() -> None:
     with pytest.raises(Exception, match="grounding_weight"):
         vista_rl.make_env("worldmodel/state-reward-v0", **SOKOBAN, grounding_weight=1.0)
+
+
+def test_one_turns_two_llm_judgements_share_one_batched_call() -> None:
+    env = vista_rl.make_env("worldmodel/state-reward-v0", **SOKOBAN,
+                            grounding_judge="worldmodel/grounding-llm", worldmodeling_judge="worldmodel/worldmodeling-llm",
+                            judge_config={"backend": "scripted", "backend_config": {"responses": ["NO", "YES"]},
+                                          "batch_wait_s": 0.2, "timeout_s": 5, "cache_size": 0})
+    service = env.judges["grounding"].service
+    assert service is env.judges["worldmodeling"].service
+    before = service.stats.generate_calls
+    env.reset(seed=2)
+    result = env.step(env.oracle_response() or "")
+    assert service.stats.generate_calls == before + 1 and service.stats.batch_sizes[-1] == 2
+    # the scripted replies come in order: NO for the grounding prompt, YES for the world-model prompt
+    assert (result.info["grounding_score"], result.info["worldmodeling_score"]) == (0.0, 1.0)
+    assert result.info["state_reward"] == 0.5

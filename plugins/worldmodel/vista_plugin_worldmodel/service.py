@@ -77,9 +77,9 @@ class JudgeService:
 
     # ------------------------------------------------------------------ public
     def ask(self, prompts: Sequence[str], validate: Validator) -> list[Future[Reply]]:
-        """Queue ``prompts``; each future resolves to a :class:`Reply` (never to an exception).
-        The first caller to find no batch forming waits ``batch_wait_s`` for others, then sends
-        everything queued."""
+        """Queue ``prompts`` and return at once; each future resolves to a :class:`Reply` (never to
+        an exception).  The first request to find no batch forming starts a short-lived thread that
+        waits ``batch_wait_s`` for more, then sends everything queued."""
         futures: list[Future[Reply]] = []
         with self._lock:
             for prompt in prompts:
@@ -97,8 +97,8 @@ class JudgeService:
             lead = bool(self._pending) and not self._collecting
             if lead:
                 self._collecting = True
-        if lead:
-            self._lead()
+        if lead:  # gathers and sends on its own thread, so this caller can queue more before it waits
+            threading.Thread(target=self._lead, daemon=True, name="vista-judge-batch").start()
         return futures
 
     def wait_s(self) -> float:
@@ -117,7 +117,7 @@ class JudgeService:
                 self._arrived.wait(left)
             batch, self._pending = self._pending, []
             self._collecting = False
-        self._run(batch)  # in this caller's thread; the callers it gathered wait on their futures
+        self._run(batch)
 
     def _run(self, batch: list[tuple[str, Validator, Future[Reply]]]) -> None:
         try:
