@@ -112,7 +112,7 @@ def test_one_turns_two_llm_judgements_share_one_batched_call() -> None:
     before = service.stats.generate_calls
     env.reset(seed=2)
     result = env.step(env.oracle_response() or "")
-    assert service.stats.generate_calls == before + 1 and service.stats.batch_sizes[-1] == 2
+    assert service.stats.generate_calls == before + 1 and service.stats.last_batch == 2
     # the scripted replies come in order: NO for the grounding prompt, YES for the world-model prompt
     assert (result.info["grounding_score"], result.info["worldmodeling_score"]) == (0.0, 1.0)
     assert result.info["state_reward"] == 0.5

@@ -79,7 +79,8 @@ class LLMStateJudge(Judge):
     def prompt(self, text: str, truth: list[dict[str, str]]) -> str:
         objects = sorted({item["object_id"] for item in truth})
         return self.template.safe_substitute(
-            tag=self.tag, state_phrase=STATE_PHRASES.get(self.tag, "the state"), text=text[:self.max_text_chars],
+            tag=self.tag, state_phrase=STATE_PHRASES.get(self.tag, "the state"),
+            text=text[:self.max_text_chars].replace('"""', '"'),  # the text cannot close its own quotes
             truth=describe_relations(truth), truth_json=json.dumps(truth), objects=", ".join(objects) or "none")
 
     def _usable(self, reply: str) -> bool:

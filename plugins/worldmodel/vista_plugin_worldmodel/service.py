@@ -19,7 +19,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import vista_rl
@@ -42,11 +42,12 @@ class ServiceStats:
     cache_hits: int = 0
     generate_calls: int = 0
     failures: int = 0
-    batch_sizes: list[int] = field(default_factory=list)
+    largest_batch: int = 0
+    last_batch: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {"requests": self.requests, "cache_hits": self.cache_hits, "generate_calls": self.generate_calls,
-                "failures": self.failures, "largest_batch": max(self.batch_sizes, default=0)}
+                "failures": self.failures, "largest_batch": self.largest_batch, "last_batch": self.last_batch}
 
 
 #: A reply text -> whether it is usable (e.g. holds YES/NO); unusable replies are retried.
@@ -169,7 +170,8 @@ class JudgeService:
 
         with self._lock:
             self.stats.generate_calls += 1
-            self.stats.batch_sizes.append(len(prompts))
+            self.stats.last_batch = len(prompts)
+            self.stats.largest_batch = max(self.stats.largest_batch, len(prompts))
         threading.Thread(target=call, daemon=True, name="vista-judge-call").start()
         if not done.wait(self.timeout_s):
             return [Reply(error=f"judge model timed out after {self.timeout_s:g} s") for _ in prompts]
