@@ -44,6 +44,7 @@ FIRST_PARTY_DISTRIBUTIONS: frozenset[str] = frozenset({
     "vista-plugin-visual-search",
     "vista-plugin-vllm",
     "vista-plugin-vqa",
+    "vista-plugin-worldmodel",
 })
 
 
