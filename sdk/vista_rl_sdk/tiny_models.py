@@ -7,6 +7,10 @@ template and the image/video processors) that ``AutoProcessor`` + ``AutoModelFor
 vLLM load exactly as they would load ``Qwen/Qwen2.5-VL-3B-Instruct``.  Everything is a function of the
 arguments: the same ``seed`` gives the same weights and the same tokenizer, byte for byte.
 
+Two families: ``arch="qwen2_5_vl"`` (the default) and ``arch="internvl"``, a transformers-native
+``InternVLForConditionalGeneration`` (InternViT-style tower, pixel shuffle, Qwen2 language model) with
+``InternVLProcessor``, laid out like an ``OpenGVLab/InternVL3-*-hf`` checkpoint.
+
 Needs the ``models`` extra (``pip install "vista-rl-sdk[models]"``: transformers, tokenizers) and, for
 the Qwen2.5-VL processors, torchvision (see ``scripts/setup.d/torchvision.sh`` for CPU torch).
 """
@@ -340,13 +344,17 @@ def init_tiny_model(out_dir: str | Path, arch: str = "qwen2_5_vl", seed: int = 0
     ``model.safetensors``, tokenizer files, ``chat_template.jinja``, processor configs), so it loads
     with ``AutoProcessor.from_pretrained`` + ``AutoModelForImageTextToText.from_pretrained`` and with
     ``vllm.LLM(model=out_dir)``.  Same ``seed``, same files.  ``min_pixels`` goes to the image
-    processor (:func:`build_processor`); ``text`` and ``vision`` reshape the model
-    (:func:`tiny_qwen2_5_vl_config`).
+    processor (:func:`build_processor`, Qwen2.5-VL only); ``text`` and ``vision`` reshape the model
+    (:func:`tiny_qwen2_5_vl_config`, :func:`tiny_internvl_config`).
     """
     if arch not in ARCHITECTURES:
         raise ValueError(f"unknown tiny-model architecture {arch!r}; choose one of {', '.join(ARCHITECTURES)}")
     import torch
-    from transformers import GenerationConfig, InternVLForConditionalGeneration, Qwen2_5_VLForConditionalGeneration
+    from transformers import (
+        GenerationConfig,
+        InternVLForConditionalGeneration,
+        Qwen2_5_VLForConditionalGeneration,
+    )
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
