@@ -16,24 +16,19 @@ import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-import torch
 from PIL import Image
 
+from vista_rl.engine.families import family_for
+from vista_rl.engine.image_input import ImageInput
 from vista_rl.observation import IMAGE_PLACEHOLDER
 
 if TYPE_CHECKING:
     from vista_rl.model_family import ModelFamily
 
+__all__ = ["VISION_SPAN", "ChatEncoder", "EpisodeTokens", "ImageInput"]
+
+#: Qwen2-VL's image span with one pad token (kept for callers; families own the layout now).
 VISION_SPAN = "<|vision_start|><|image_pad|><|vision_end|>"
-
-
-@dataclass
-class ImageInput:
-    """One image as the vision tower takes it: its pixel tensor (Qwen-VL: flattened patches;
-    InternVL: tiles) and, for grid-based families, its (t, h, w) grid."""
-
-    pixel_values: torch.Tensor
-    grid_thw: torch.Tensor | None = None
 
 
 @dataclass
@@ -58,8 +53,6 @@ class ChatEncoder:
 
     def __init__(self, processor: Any, image_size: int | None = None, family: ModelFamily | None = None) -> None:
         if family is None:
-            from vista_rl.engine.families import family_for
-
             family = family_for(processor)
         self.family = family
         self.processor = processor
@@ -151,7 +144,7 @@ class ChatEncoder:
         return ids, vision
 
     def image_inputs(self, images: list[Image.Image]) -> list[ImageInput]:
-        """The image processor's patches and grid of each image (resized first if configured)."""
+        """Each image's tensors from the family's image processor (resized first if configured)."""
         prepared = [self.prepare_image(image) for image in images]
         inputs: list[ImageInput] = self.family.image_inputs(self.processor, prepared)
         return inputs

@@ -14,9 +14,11 @@ from typing import Any
 import torch
 from PIL import Image
 
-from vista_rl.engine.chat_tokens import ImageInput
+from vista_rl.engine.image_input import ImageInput
 from vista_rl.errors import ConfigError
 from vista_rl.model_family import ModelFamily
+
+__all__ = ["ImageInput", "InternVLFamily", "ModelFamily", "QwenVLFamily", "family_for", "registered_families"]
 
 
 class QwenVLFamily(ModelFamily):

@@ -16,8 +16,7 @@ from vista_plugin_transformers.backend import TransformersBackend
 from vista_plugin_transformers.server import BackgroundServer, create_app
 
 from vista_rl import Message, SamplingParams, image_to_data_url
-from vista_rl.cli import build_cli
-from vista_rl.cli.main import main
+from vista_rl.cli import build_cli, main
 from vista_rl.store import RunReader
 
 
