@@ -67,3 +67,36 @@ def test_one_sft_step_and_one_grpo_step_train_internvl(tmp_path: Path, tiny_inte
     assert engine.last_batch is not None and all(s.tokens.images for s in engine.last_batch.samples)
     after = engine.policy.model.state_dict()
     assert any(not torch.equal(after[k], before[k]) for k in before)
+
+
+@pytest.mark.parametrize("model_fixture", ["tiny_model_dir", "tiny_internvl_dir"])
+def test_sampled_logprobs_are_the_scored_logprobs(model_fixture: str, request: pytest.FixtureRequest) -> None:
+    """What the update scores (right-padded batch, the family's vision tensors and positions) is what
+    generation sampled from (left-padded), for both families: images of different sizes, prompts of
+    different lengths in one batch."""
+    from vista_rl.engine.chat_tokens import EpisodeTokens
+    from vista_rl.engine.policy import Policy, load_pretrained
+
+    model, processor = load_pretrained(str(request.getfixturevalue(model_fixture)))
+    policy = Policy(model, processor, torch.device("cpu"))
+    prefixes = []
+    for index, (size, question) in enumerate([((40, 64), "which shape?"), ((56, 56), "is the odd one red or blue?")]):
+        image = Image.new("RGB", size, (200, 40 * index, 90))
+        ids, vision = policy.encoder.prompt_segment("Answer.", f"<image> {question}", [image])
+        prefix = EpisodeTokens()
+        prefix.extend(ids, trainable=False)
+        prefix.images.extend(vision)
+        prefixes.append(prefix)
+    torch.manual_seed(0)
+    samples = policy.sample(prefixes, max_new_tokens=6, temperature=1.0)
+    full = []
+    for prefix, (ids, _) in zip(prefixes, samples, strict=True):
+        sequence = EpisodeTokens(list(prefix.input_ids), list(prefix.loss_mask), [], list(prefix.images))
+        sequence.extend(ids, trainable=True)
+        full.append(sequence)
+    with torch.no_grad():
+        scores = policy.score(policy.collate(full, left_pad=False), temperature=1.0)
+    for row, (ids, logprobs) in enumerate(samples):
+        start = len(prefixes[row])
+        assert logprobs is not None and len(ids) > 0
+        assert scores.logprobs[row, start:start + len(ids)].tolist() == pytest.approx(logprobs, abs=1e-3)
