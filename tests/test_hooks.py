@@ -102,6 +102,25 @@ def test_hook_register_models(doc_example: LoadExample) -> None:
     assert [g.text for g in outputs[0]] == ["<answer>blue</answer>"] * 2
 
 
+def test_hook_register_model_families(doc_example: LoadExample, tiny_internvl_dir: Path) -> None:
+    """The page's family is picked by model_type and changes how the engine renders a tool turn."""
+    from transformers import AutoProcessor
+
+    from vista_rl.engine.chat_tokens import ChatEncoder
+    from vista_rl.engine.families import InternVLFamily, family_for
+
+    _, info = doc_example("register_model_families")
+    assert info.items["families"] == ["internvl-tool-role"]
+    family = family_for(model_type="internvl_tools")
+    assert type(family).__name__ == "ToolRoleInternVL" and isinstance(family, InternVLFamily)
+    processor = AutoProcessor.from_pretrained(tiny_internvl_dir)
+    assert type(family_for(processor)) is InternVLFamily  # the built-in one still owns the processor class
+    plain = ChatEncoder(processor).message_segment("tool", "3 boxes", [])[0]
+    custom = ChatEncoder(processor, family=family).message_segment("tool", "3 boxes", [])[0]
+    assert processor.tokenizer.decode(custom) == "<|im_start|>tool\n3 boxes<|im_end|>\n"
+    assert processor.tokenizer.decode(plain) == "<|im_start|>user\n3 boxes<|im_end|>\n"
+
+
 def test_hook_register_engines(doc_example: LoadExample, tmp_path: Path,
                                capsys: pytest.CaptureFixture[str]) -> None:
     """The page's engine follows the contract, and runs under the real `vista train` exactly as written."""

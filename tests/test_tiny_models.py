@@ -120,3 +120,19 @@ def test_shape_options_reshape_the_model_and_let_a_28px_image_be_one_token(tmp_p
     assert recipe["min_pixels"] == 784 and recipe["text"] == {"num_hidden_layers": 3}
     with pytest.raises(ValueError, match="min_pixels"):
         init_tiny_model(tmp_path / "bad", min_pixels=100)
+
+
+def test_internvl_is_deterministic_and_its_ids_match_the_tokenizer(tmp_path: Path, tiny_internvl_dir: Path) -> None:
+    """The InternVL factory: same seed, same bytes; the config's image token is the processor's
+    ``<IMG_CONTEXT>`` and one 28x28 tile is ``image_seq_length`` tokens."""
+    from transformers import AutoConfig, AutoProcessor
+
+    assert _file_bytes(init_tiny_model(tmp_path / "again", arch="internvl", seed=0)) == _file_bytes(tiny_internvl_dir)
+    config = AutoConfig.from_pretrained(tiny_internvl_dir)
+    processor = AutoProcessor.from_pretrained(tiny_internvl_dir)
+    assert type(processor).__name__ == "InternVLProcessor"
+    assert config.image_token_id == processor.image_token_id == processor.tokenizer.convert_tokens_to_ids("<IMG_CONTEXT>")
+    assert config.text_config.eos_token_id == processor.tokenizer.convert_tokens_to_ids("<|im_end|>")
+    inputs = processor(text=["<IMG_CONTEXT>"], images=[Image.new("RGB", (90, 50))], return_tensors="pt")
+    assert tuple(inputs["pixel_values"].shape) == (1, 3, 28, 28)
+    assert inputs["input_ids"][0].tolist().count(config.image_token_id) == config.image_seq_length == 1

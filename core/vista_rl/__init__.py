@@ -30,6 +30,7 @@ from vista_rl.hookspecs import (
     RegisterEstimator,
     RegisterJudge,
     RegisterModel,
+    RegisterModelFamily,
     RegisterTool,
     hookimpl,
     hookspec,
@@ -37,6 +38,7 @@ from vista_rl.hookspecs import (
 from vista_rl.judge import Judge, JudgeResult
 from vista_rl.judges import normalize_answer
 from vista_rl.model import Generation, ModelBackend, SamplingParams
+from vista_rl.model_family import ModelFamily
 from vista_rl.observation import (
     IMAGE_PLACEHOLDER,
     Chat,
@@ -115,6 +117,7 @@ __all__ = [
     "JudgeResult",
     "Message",
     "ModelBackend",
+    "ModelFamily",
     "Observation",
     "ParsedResponse",
     "ParsedToolCall",
@@ -128,6 +131,7 @@ __all__ = [
     "RegisterEstimator",
     "RegisterJudge",
     "RegisterModel",
+    "RegisterModelFamily",
     "RegisterTool",
     "ResponseFormat",
     "SamplingParams",

@@ -64,6 +64,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "vista_rl.builtin.estimators",
     "vista_rl.builtin.engines",
     "vista_rl.builtin.envs",
+    "vista_rl.builtin.families",
 )
 
 #: kind -> (hook name, whether ``make`` instantiates the target)
@@ -75,6 +76,7 @@ KINDS: dict[str, tuple[str, bool]] = {
     "datasets": ("register_datasets", True),
     "models": ("register_models", True),
     "engines": ("register_engines", True),
+    "families": ("register_model_families", True),
 }
 
 

@@ -23,6 +23,7 @@ from vista_rl.env import Env
 from vista_rl.estimator import AdvantageOutput
 from vista_rl.judge import Judge
 from vista_rl.model import ModelBackend
+from vista_rl.model_family import ModelFamily
 from vista_rl.task import TaskRecord
 from vista_rl.tool import Tool
 
@@ -67,6 +68,9 @@ RegisterModel = Register[Callable[..., ModelBackend]]
 #: ``register`` of :func:`register_engines`: a factory ``(run=RunConfig, resume=...)`` returning a
 #: :class:`~vista_rl.Engine` (see :class:`~vista_rl.engine_contract.EngineFactory`).
 RegisterEngine = Register[EngineFactory]
+#: ``register`` of :func:`register_model_families`: a class or factory returning a
+#: :class:`~vista_rl.ModelFamily` (what the local engine must know about one VLM family).
+RegisterModelFamily = Register[Callable[..., ModelFamily]]
 
 
 @hookspec
@@ -102,6 +106,12 @@ def register_models(register: RegisterModel) -> None:
 @hookspec
 def register_engines(register: RegisterEngine) -> None:
     """Register training engines: ``register(id, target, **metadata)``."""
+
+
+@hookspec
+def register_model_families(register: RegisterModelFamily) -> None:
+    """Register VLM families for the local engine (chat layout, image tokens, vision tensors):
+    ``register(id, target, **metadata)``."""
 
 
 @hookspec

@@ -58,3 +58,14 @@ def tiny_model_dir(request: pytest.FixtureRequest) -> Path:
 
     cache = None if os.environ.get("VISTA_CACHE") else request.config.rootpath / ".cache" / "vista-tiny"
     return cached_tiny_model(seed=0, cache_dir=cache)
+
+
+@pytest.fixture(scope="session")
+def tiny_internvl_dir(request: pytest.FixtureRequest) -> Path:
+    """A tiny random InternVL model directory (seed 0; transformers-native ``InternVLForConditionalGeneration``
+    with a Qwen2 language model), built once and cached like :func:`tiny_model_dir`."""
+    pytest.importorskip("transformers", reason="tiny models need vista-rl-sdk[models] (transformers)")
+    from vista_rl_sdk.tiny_models import cached_tiny_model
+
+    cache = None if os.environ.get("VISTA_CACHE") else request.config.rootpath / ".cache" / "vista-tiny"
+    return cached_tiny_model(arch="internvl", seed=0, cache_dir=cache)

@@ -7,6 +7,10 @@ template and the image/video processors) that ``AutoProcessor`` + ``AutoModelFor
 vLLM load exactly as they would load ``Qwen/Qwen2.5-VL-3B-Instruct``.  Everything is a function of the
 arguments: the same ``seed`` gives the same weights and the same tokenizer, byte for byte.
 
+Two families: ``arch="qwen2_5_vl"`` (the default) and ``arch="internvl"``, a transformers-native
+``InternVLForConditionalGeneration`` (InternViT-style tower, pixel shuffle, Qwen2 language model) with
+``InternVLProcessor``, laid out like an ``OpenGVLab/InternVL3-*-hf`` checkpoint.
+
 Needs the ``models`` extra (``pip install "vista-rl-sdk[models]"``: transformers, tokenizers) and, for
 the Qwen2.5-VL processors, torchvision (see ``scripts/setup.d/torchvision.sh`` for CPU torch).
 """
@@ -78,8 +82,42 @@ QWEN_CHAT_TEMPLATE = (
     "{% endif %}"
 )
 
-#: Architectures ``init_tiny_model`` can build.
-ARCHITECTURES: tuple[str, ...] = ("qwen2_5_vl",)
+#: InternVL's image tokens (the transformers-native ``InternVLProcessor`` names): each image tile is
+#: ``<img>`` + ``image_seq_length`` x ``<IMG_CONTEXT>`` + ``</img>``; ``<video>`` marks a video.
+INTERNVL_SPECIAL_TOKENS: tuple[str, ...] = ("<img>", "</img>", "<IMG_CONTEXT>", "<video>")
+
+#: An InternVL3-style chat template (Qwen2 ``<|im_start|>`` turns, as InternVL3's Qwen2.5 language
+#: model uses).  An image part becomes ``<IMG_CONTEXT>`` where it stands, which the processor expands
+#: (no ``\n`` after it, unlike InternVL's own templates: so the text matches the local engine's
+#: rendering of an observation, placeholder for placeholder).
+INTERNVL_CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{% if loop.first and message['role'] != 'system' %}"
+    "<|im_start|>system\n" + DEFAULT_SYSTEM_PROMPT + "<|im_end|>\n"
+    "{% endif %}"
+    "<|im_start|>{{ message['role'] }}\n"
+    "{% if message['content'] is string %}"
+    "{{ message['content'] }}"
+    "{% else %}"
+    "{% for part in message['content'] %}"
+    "{% if part['type'] == 'image' or part['type'] == 'image_url' or 'image' in part %}"
+    "<IMG_CONTEXT>"
+    "{% elif part['type'] == 'video' or 'video' in part %}"
+    "<video>"
+    "{% elif 'text' in part %}"
+    "{{ part['text'] }}"
+    "{% endif %}"
+    "{% endfor %}"
+    "{% endif %}"
+    "<|im_end|>\n"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}"
+    "<|im_start|>assistant\n"
+    "{% endif %}"
+)
+
+#: Architectures ``init_tiny_model`` can build (``--family`` of ``vista model init-tiny``).
+ARCHITECTURES: tuple[str, ...] = ("qwen2_5_vl", "internvl")
 
 
 def training_corpus() -> list[str]:
@@ -104,8 +142,9 @@ def training_corpus() -> list[str]:
     return corpus
 
 
-def _train_tokenizer(vocab_size: int) -> Any:
-    """A byte-level BPE (Qwen2's pre-tokenizer and decoder) trained on ``training_corpus``."""
+def _train_tokenizer(vocab_size: int, special_tokens: tuple[str, ...] = QWEN_SPECIAL_TOKENS) -> Any:
+    """A byte-level BPE (Qwen2's pre-tokenizer and decoder) trained on ``training_corpus``;
+    ``special_tokens`` get ids 0, 1, 2, ... in order."""
     from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tokenizer = Tokenizer(models.BPE(unk_token=None, fuse_unk=False, byte_fallback=False))
@@ -118,7 +157,7 @@ def _train_tokenizer(vocab_size: int) -> Any:
         vocab_size=vocab_size,
         min_frequency=2,
         show_progress=False,
-        special_tokens=[AddedToken(token, special=True, normalized=False) for token in QWEN_SPECIAL_TOKENS],
+        special_tokens=[AddedToken(token, special=True, normalized=False) for token in special_tokens],
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
     tokenizer.train_from_iterator(training_corpus(), trainer=trainer)
@@ -143,6 +182,27 @@ def build_tokenizer(vocab_size: int = 1024) -> Any:
         extra_special_tokens={"image_token": "<|image_pad|>", "video_token": "<|video_pad|>",
                               "vision_start_token": "<|vision_start|>",
                               "vision_end_token": "<|vision_end|>"},
+    )
+
+
+def build_internvl_tokenizer(vocab_size: int = 1024) -> Any:
+    """The tiny tokenizer for InternVL: the same BPE with Qwen2's chat tokens (InternVL3's language
+    model is Qwen2.5) and InternVL's image tokens, named as ``InternVLProcessor`` reads them
+    (``start_image_token``, ``end_image_token``, ``context_image_token``, ``video_token``)."""
+    from transformers import PreTrainedTokenizerFast
+
+    specials = QWEN_SPECIAL_TOKENS[:3] + INTERNVL_SPECIAL_TOKENS
+    return PreTrainedTokenizerFast(
+        tokenizer_object=_train_tokenizer(vocab_size, specials),
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        bos_token=None,
+        unk_token=None,
+        padding_side="left",
+        model_max_length=4096,
+        chat_template=INTERNVL_CHAT_TEMPLATE,
+        extra_special_tokens={"start_image_token": "<img>", "end_image_token": "</img>",
+                              "context_image_token": "<IMG_CONTEXT>", "video_token": "<video>"},
     )
 
 
@@ -211,6 +271,71 @@ def tiny_qwen2_5_vl_config(tokenizer: Any, text: dict[str, Any] | None = None,
     )
 
 
+#: The tiny InternVL's vision input: one 28x28 tile of 14x14 patches (2x2 = 4 patches), pixel-shuffled
+#: at ``downsample_ratio`` 0.5 into one token per tile.
+INTERNVL_TILE = 28
+INTERNVL_PATCH = 14
+
+
+def build_internvl_processor(tokenizer: Any, tile: int = INTERNVL_TILE, max_tiles: int = 1) -> Any:
+    """``InternVLProcessor`` with a ``GotOcr2ImageProcessor`` resizing each image to one
+    ``tile`` x ``tile`` tile (``max_tiles`` > 1 turns on InternVL's dynamic tiling: up to that many
+    tiles plus a thumbnail) and ``image_seq_length`` matching the tiny vision tower."""
+    from transformers import GotOcr2ImageProcessor, InternVLProcessor, InternVLVideoProcessor
+
+    size = {"height": tile, "width": tile}
+    image_processor = GotOcr2ImageProcessor(size=dict(size), crop_to_patches=max_tiles > 1,
+                                            min_patches=1, max_patches=max_tiles)
+    return InternVLProcessor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        video_processor=InternVLVideoProcessor(size=dict(size)),
+        image_seq_length=(tile // INTERNVL_PATCH) ** 2 // 4,
+        chat_template=INTERNVL_CHAT_TEMPLATE,
+    )
+
+
+def tiny_internvl_config(tokenizer: Any, text: dict[str, Any] | None = None,
+                         vision: dict[str, Any] | None = None, tile: int = INTERNVL_TILE) -> Any:
+    """A tiny ``InternVLConfig`` (InternViT-style vision tower + Qwen2 language model) whose token
+    ids match ``tokenizer``; ``text`` and ``vision`` override entries of the sub-configs."""
+    from transformers import InternVLConfig
+
+    ids = {token: tokenizer.convert_tokens_to_ids(token) for token in ("<|endoftext|>", "<|im_end|>", "<IMG_CONTEXT>")}
+    text_config = {
+        "model_type": "qwen2",
+        "vocab_size": len(tokenizer),
+        "hidden_size": 128,
+        "intermediate_size": 256,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 4096,
+        "bos_token_id": ids["<|endoftext|>"],
+        "eos_token_id": ids["<|im_end|>"],
+        "pad_token_id": ids["<|endoftext|>"],
+        "tie_word_embeddings": False,
+    }
+    vision_config = {
+        "hidden_size": 64,
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "image_size": [tile, tile],
+        "patch_size": [INTERNVL_PATCH, INTERNVL_PATCH],
+    }
+    text_config.update(text or {})
+    vision_config.update(vision or {})
+    return InternVLConfig(
+        text_config=text_config,
+        vision_config=vision_config,
+        image_token_id=ids["<IMG_CONTEXT>"],
+        image_seq_length=(tile // INTERNVL_PATCH) ** 2 // 4,
+        downsample_ratio=0.5,
+        tie_word_embeddings=False,
+    )
+
+
 def init_tiny_model(out_dir: str | Path, arch: str = "qwen2_5_vl", seed: int = 0, *, min_pixels: int = 56 * 56,
                     text: dict[str, Any] | None = None, vision: dict[str, Any] | None = None) -> Path:
     """Write a tiny randomly initialised model of architecture ``arch`` to ``out_dir`` and return it.
@@ -219,28 +344,42 @@ def init_tiny_model(out_dir: str | Path, arch: str = "qwen2_5_vl", seed: int = 0
     ``model.safetensors``, tokenizer files, ``chat_template.jinja``, processor configs), so it loads
     with ``AutoProcessor.from_pretrained`` + ``AutoModelForImageTextToText.from_pretrained`` and with
     ``vllm.LLM(model=out_dir)``.  Same ``seed``, same files.  ``min_pixels`` goes to the image
-    processor (:func:`build_processor`); ``text`` and ``vision`` reshape the model
-    (:func:`tiny_qwen2_5_vl_config`).
+    processor (:func:`build_processor`, Qwen2.5-VL only); ``text`` and ``vision`` reshape the model
+    (:func:`tiny_qwen2_5_vl_config`, :func:`tiny_internvl_config`).
     """
     if arch not in ARCHITECTURES:
         raise ValueError(f"unknown tiny-model architecture {arch!r}; choose one of {', '.join(ARCHITECTURES)}")
     import torch
-    from transformers import GenerationConfig, Qwen2_5_VLForConditionalGeneration
+    from transformers import (
+        GenerationConfig,
+        InternVLForConditionalGeneration,
+        Qwen2_5_VLForConditionalGeneration,
+    )
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    tokenizer = build_tokenizer()
-    config = tiny_qwen2_5_vl_config(tokenizer, text, vision)
+    if arch == "internvl":
+        if min_pixels != 56 * 56:
+            raise ValueError("min_pixels applies to Qwen2.5-VL only; the tiny InternVL uses fixed 28x28 tiles")
+        tokenizer = build_internvl_tokenizer()
+        config = tiny_internvl_config(tokenizer, text, vision)
+        model_class: Any = InternVLForConditionalGeneration
+        processor = build_internvl_processor(tokenizer)
+    else:
+        tokenizer = build_tokenizer()
+        config = tiny_qwen2_5_vl_config(tokenizer, text, vision)
+        model_class = Qwen2_5_VLForConditionalGeneration
+        processor = build_processor(tokenizer, min_pixels)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = Qwen2_5_VLForConditionalGeneration(config).float().eval()
+        model = model_class(config).float().eval()
     model.generation_config = GenerationConfig(
         bos_token_id=config.text_config.bos_token_id,
         eos_token_id=config.text_config.eos_token_id,
         pad_token_id=config.text_config.pad_token_id,
     )
     model.save_pretrained(out)
-    build_processor(tokenizer, min_pixels).save_pretrained(out)
+    processor.save_pretrained(out)
     recipe: dict[str, Any] = {"arch": arch, "seed": seed, "parameters": sum(p.numel() for p in model.parameters())}
     shape = {"min_pixels": min_pixels if min_pixels != 56 * 56 else None, "text": text, "vision": vision}
     recipe.update({key: value for key, value in shape.items() if value})  # defaults leave the file as it was

@@ -6,30 +6,29 @@ only those tokens.  So a conversation is: a prompt segment (system + first obser
 header), then per turn the sampled assistant ids, then the next observation segment.  Prompt
 segments go through the model's processor, which expands each image into its vision tokens.
 
-The layout follows the Qwen2-VL / Qwen2.5-VL chat template (``<|im_start|>role ... <|im_end|>``),
-the family the tiny-model factory builds and the engine targets.
+The layout (chat tokens, how an image becomes tokens, the image tensors) comes from the model's
+:class:`~vista_rl.model_family.ModelFamily` (Qwen2.5-VL, InternVL, or one a plugin registers).
 """
 
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
 from PIL import Image
 
+from vista_rl.engine.families import family_for
+from vista_rl.engine.image_input import ImageInput
 from vista_rl.observation import IMAGE_PLACEHOLDER
 
+if TYPE_CHECKING:
+    from vista_rl.model_family import ModelFamily
+
+__all__ = ["VISION_SPAN", "ChatEncoder", "EpisodeTokens", "ImageInput"]
+
+#: Qwen2-VL's image span with one pad token (kept for callers; families own the layout now).
 VISION_SPAN = "<|vision_start|><|image_pad|><|vision_end|>"
-
-
-@dataclass
-class ImageInput:
-    """One image as the vision tower takes it: flattened patches and its (t, h, w) grid."""
-
-    pixel_values: torch.Tensor
-    grid_thw: torch.Tensor
 
 
 @dataclass
@@ -52,18 +51,21 @@ class EpisodeTokens:
 class ChatEncoder:
     """Turns system prompts, observations and responses into token segments for one processor."""
 
-    def __init__(self, processor: Any, image_size: int | None = None) -> None:
+    def __init__(self, processor: Any, image_size: int | None = None, family: ModelFamily | None = None) -> None:
+        if family is None:
+            family = family_for(processor)
+        self.family = family
         self.processor = processor
         self.tokenizer = processor.tokenizer
         self.image_size = image_size
-        self.im_end_id = self._token_id("<|im_end|>")
+        self.im_end_id = self._token_id(family.end_token)
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.im_end_id
-        self.image_token_id = self._token_id("<|image_pad|>")
+        self.image_token_id = self._token_id(family.image_token)
         #: Tokens the policy may never sample: a sampled vision or chat-control token would corrupt
-        #: the conversation (an ``<|image_pad|>`` without an image breaks the next forward pass).
-        self.forbidden_ids = sorted({
-            self._token_id(token) for token in ("<|image_pad|>", "<|vision_start|>", "<|vision_end|>", "<|im_start|>")
-        } | {self.pad_id} - {self.im_end_id} | self._optional_ids("<|video_pad|>", "<|endoftext|>"))
+        #: the conversation (an image token without an image breaks the next forward pass).
+        required = {self._token_id(token) for token in family.required_tokens} - {self.im_end_id}
+        self.forbidden_ids = sorted(required | {self.pad_id} - {self.im_end_id}
+                                    | self._optional_ids(*family.optional_forbidden_tokens))
 
     def _optional_ids(self, *tokens: str) -> set[int]:
         found = set()
@@ -76,8 +78,8 @@ class ChatEncoder:
     def _token_id(self, token: str) -> int:
         token_id = self.tokenizer.convert_tokens_to_ids(token)
         if token_id is None or token_id == self.tokenizer.unk_token_id:
-            raise ValueError(f"the tokenizer has no {token} token; the local engine needs a Qwen2-VL-style chat "
-                             "vocabulary (<|im_start|>, <|im_end|>, <|vision_start|>, <|image_pad|>)")
+            raise ValueError(f"the tokenizer has no {token} token; the local engine's {self.family.name} layout "
+                             f"needs {', '.join(self.family.required_tokens)}")
         return int(token_id)
 
     # ----------------------------------------------------------------- segments
@@ -87,19 +89,19 @@ class ChatEncoder:
     # with the prompt of turn k plus the sampled ids, token for token.
     def message_segment(self, role: str, content: str, images: list[Image.Image],
                         vision: list[ImageInput] | None = None) -> tuple[list[int], list[ImageInput]]:
-        """One message (tool results are shown as a user message, as the Qwen2-VL template does)."""
-        role = "user" if role == "tool" else role
-        return self.encode(f"<|im_start|>{role}\n{content}<|im_end|>\n", images, vision)
+        """One message (tool results are shown as the family's ``tool_role``, a user message in
+        the Qwen2-VL template)."""
+        return self.encode(self.family.message_text(role, content), images, vision)
 
     @functools.cached_property
     def assistant_header(self) -> list[int]:
         """The generation prompt ``<|im_start|>assistant\n``."""
-        return self.encode("<|im_start|>assistant\n", [])[0]
+        return self.encode(self.family.assistant_header, [])[0]
 
     @functools.cached_property
     def message_end(self) -> list[int]:
         """What follows an assistant turn's ``<|im_end|>`` before the next message."""
-        return self.encode("\n", [])[0]
+        return self.encode(self.family.message_separator, [])[0]
 
     def prompt_segment(self, system: str, observation: str, images: list[Image.Image]) -> tuple[list[int], list[ImageInput]]:
         ids: list[int] = []
@@ -122,7 +124,7 @@ class ChatEncoder:
         """Ids of ``text`` with each ``<image>`` expanded to its vision tokens, and the images'
         tensors (``vision`` when the caller already has them, e.g. the same image in G samples).
 
-        The expansion is what the Qwen2-VL processor does (``<|vision_start|>``, one
+        The expansion is what the family's processor does (Qwen2-VL: ``<|vision_start|>``, one
         ``<|image_pad|>`` per merged patch, ``<|vision_end|>``), done here so that the image
         processor runs once per image and the text costs one tokenizer call."""
         if text.count(IMAGE_PLACEHOLDER) != len(images):
@@ -133,21 +135,19 @@ class ChatEncoder:
         pieces = text.split(IMAGE_PLACEHOLDER)
         counts = [self.vision_tokens(image) for image in vision]
         expanded = pieces[0] + "".join(
-            f"<|vision_start|>{'<|image_pad|>' * count}<|vision_end|>{piece}"
+            f"{self.family.vision_span(count)}{piece}"
             for count, piece in zip(counts, pieces[1:], strict=True))
         ids = [int(i) for i in self.tokenizer.encode(expanded, add_special_tokens=False)]
         if ids.count(self.image_token_id) != sum(counts):
-            raise ValueError("the text holds <|image_pad|> tokens of its own; they would be taken for image slots")
+            raise ValueError(f"the text holds {self.family.image_token} tokens of its own; they would be taken "
+                             "for image slots")
         return ids, vision
 
     def image_inputs(self, images: list[Image.Image]) -> list[ImageInput]:
-        """The image processor's patches and grid of each image (resized first if configured)."""
+        """Each image's tensors from the family's image processor (resized first if configured)."""
         prepared = [self.prepare_image(image) for image in images]
-        out = self.processor.image_processor(images=prepared, return_tensors="pt")
-        grids = out["image_grid_thw"]
-        sizes = [int(torch.prod(grid).item()) for grid in grids]
-        chunks = torch.split(out["pixel_values"], sizes, dim=0)
-        return [ImageInput(chunk.clone(), grid.clone()) for chunk, grid in zip(chunks, grids, strict=True)]
+        inputs: list[ImageInput] = self.family.image_inputs(self.processor, prepared)
+        return inputs
 
     def prepare_image(self, image: Image.Image) -> Image.Image:
         image = image.convert("RGB")
@@ -156,15 +156,14 @@ class ChatEncoder:
         return image
 
     def vision_tokens(self, image: ImageInput) -> int:
-        """How many ``<|image_pad|>`` tokens ``image`` expands to (patches / merge size squared)."""
-        merge = int(getattr(getattr(self.processor, "image_processor", None), "merge_size", 2) or 2)
-        return int(torch.prod(image.grid_thw).item()) // (merge * merge)
+        """How many image tokens ``image`` expands to (Qwen-VL: patches / merge size squared)."""
+        return int(self.family.vision_tokens(self.processor, image))
 
     def decode(self, ids: list[int]) -> str:
         """Response text: special tokens the env must see (``<answer>`` may be one) are kept; chat
         control tokens are dropped."""
         ids = [i for i in ids if i not in (self.im_end_id, self.pad_id)]
         text: str = self.tokenizer.decode(ids, skip_special_tokens=False)
-        for control in ("<|im_end|>", "<|endoftext|>", "<|im_start|>"):
+        for control in self.family.control_tokens:
             text = text.replace(control, "")
         return text

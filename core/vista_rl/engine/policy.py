@@ -2,7 +2,8 @@
 batched operations the engine needs (sampling continuations, scoring token sequences).
 
 Scoring is written here, not borrowed from a backend, because training must score exactly the ids
-that were sampled with the same image tensors, mRoPE positions and temperature.
+that were sampled with the same image tensors, position ids (Qwen's M-RoPE) and temperature.
+What differs between VLM families is the policy's :class:`~vista_rl.model_family.ModelFamily`.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from torch import nn
 
 from vista_rl.engine.chat_tokens import ChatEncoder, EpisodeTokens
 from vista_rl.engine.config import LoraSection
+from vista_rl.engine.families import family_for
 from vista_rl.errors import ConfigError
 
 
@@ -80,7 +82,8 @@ class Policy:
         self.model = model.to(device)
         self.processor = processor
         self.device = device
-        self.encoder = ChatEncoder(processor, image_size=image_size)
+        self.family = family_for(processor, getattr(model.config, "model_type", None))
+        self.encoder = ChatEncoder(processor, image_size=image_size, family=self.family)
         self.amp_dtype = autocast_dtype(precision, device)
         hidden = int(self._text_config().hidden_size)
         self.value_head: nn.Linear | None = nn.Linear(hidden, 1).to(device) if value_head else None
@@ -139,16 +142,9 @@ class Policy:
             ids[row, sl] = torch.tensor(seq.input_ids, dtype=torch.long)
             attention[row, sl] = 1
             loss_mask[row, sl] = torch.tensor(seq.loss_mask, dtype=torch.float32)
-        batch: dict[str, torch.Tensor] = {
-            "input_ids": ids,
-            "attention_mask": attention,
-            "mm_token_type_ids": (ids == self.encoder.image_token_id).long() * attention,
-            "loss_mask": loss_mask,
-        }
+        batch: dict[str, torch.Tensor] = {"input_ids": ids, "attention_mask": attention, "loss_mask": loss_mask}
         images = [image for seq in seqs for image in seq.images]
-        if images:
-            batch["pixel_values"] = torch.cat([image.pixel_values for image in images], dim=0)
-            batch["image_grid_thw"] = torch.stack([image.grid_thw for image in images], dim=0)
+        batch.update(self.family.batch_inputs(images, ids, attention, self.encoder.image_token_id))
         return {key: value.to(self.device) for key, value in batch.items()}
 
     @staticmethod
@@ -156,10 +152,7 @@ class Policy:
         return {k: v for k, v in batch.items() if k != "loss_mask"}
 
     def _reset_rope_cache(self, model: Any) -> None:
-        inner = getattr(model, "model", None)
-        for candidate in (model, inner, getattr(inner, "model", None)):
-            if candidate is not None and hasattr(candidate, "rope_deltas"):
-                candidate.rope_deltas = None
+        self.family.reset_generation_state(model)
 
     # -------------------------------------------------------------- generation
     @torch.no_grad()

@@ -10,12 +10,15 @@ import click
 
 @click.command("init-tiny")
 @click.argument("out_dir", type=click.Path(file_okay=False, path_type=Path))
-@click.option("--arch", default="qwen2_5_vl", show_default=True, help="Architecture of the tiny model.")
+@click.option("--family", "--arch", "arch", default="qwen2_5_vl", show_default=True,
+              help="VLM family (architecture) of the tiny model: qwen2_5_vl or internvl.")
 @click.option("--seed", default=0, show_default=True, type=int, help="Seed of the random weights.")
 def init_tiny_command(out_dir: Path, arch: str, seed: int) -> None:
     """Write a tiny randomly initialised VLM (weights, tokenizer, processor) to OUT_DIR."""
-    from vista_rl_sdk.tiny_models import init_tiny_model
+    from vista_rl_sdk.tiny_models import ARCHITECTURES, init_tiny_model
 
+    if arch not in ARCHITECTURES:
+        raise click.BadParameter(f"{arch!r}; choose one of {', '.join(ARCHITECTURES)}", param_hint="--family")
     path = init_tiny_model(out_dir, arch=arch, seed=seed)
     click.echo(f"tiny {arch} model (seed {seed}) written to {path}")
 
