@@ -16,6 +16,7 @@ A turn whose SVG is missing, refused or fails to render scores 0 and gets the re
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any, Literal
 
 from PIL import Image
@@ -30,6 +31,24 @@ from vista_rl import Env, Observation, ResponseFormat, StepResult, episode_seed,
 
 EXAMPLE_SVG = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 100 100"><rect width="100" height="100" '
                'fill="#ffffff"/><circle cx="50" cy="50" r="20" fill="#dc2828"/></svg>')
+
+
+_TARGET_RENDERS: OrderedDict[tuple[str, int], Image.Image] = OrderedDict()  # a pure memo of target pixels
+_TARGET_CACHE_SIZE = 256
+
+
+def _cached_render(svg: str, size: int, svg_limits: SvgLimits, limits: RenderLimits) -> RenderResult:
+    """Render a target once per process; failures (a timeout on a busy machine) are not remembered."""
+    key = (svg, size)
+    if key in _TARGET_RENDERS:
+        _TARGET_RENDERS.move_to_end(key)
+        return RenderResult(_TARGET_RENDERS[key])
+    result = render_svg(svg, size, size, "white", svg_limits, limits)
+    if result.image is not None:
+        _TARGET_RENDERS[key] = result.image
+        while len(_TARGET_RENDERS) > _TARGET_CACHE_SIZE:
+            _TARGET_RENDERS.popitem(last=False)
+    return result
 
 
 class SvgEnvConfig(BaseModel):
@@ -111,18 +130,25 @@ class SvgReconstructEnv(Env):
         size = self.config.image_size
         return render_svg(svg, size, size, "white", self.svg_limits, self.render_limits)
 
+    def _render_target(self, svg: str) -> RenderResult:
+        """Targets repeat (GRPO groups, eval sweeps, every reset of a seed), so their renders are
+        cached per process; model answers are always rendered afresh."""
+        size = self.config.image_size
+        result = _cached_render(svg, size, self.svg_limits, self.render_limits)
+        return RenderResult(result.image.copy() if result.image is not None else None, result.error, result.stage)
+
     def _pick_target(self, seed: int) -> tuple[SvgTarget, Image.Image, list[str]]:
         skipped: list[str] = []
         if self.config.source == "synthetic":
             target = synthetic_target(seed, self.config.min_shapes, self.config.max_shapes, self.config.primitives)
-            result = self._render(target.svg)
+            result = self._render_target(target.svg)
             if result.image is None:
                 raise RuntimeError(f"the synthetic target for seed {seed} did not render: {result.error}")
             return target, result.image, skipped
         records = self._record_targets()
         for offset in range(min(len(records), 16)):  # skip a few unrenderable icons, never loop forever
             target = records[(seed + offset) % len(records)]
-            result = self._render(target.svg)
+            result = self._render_target(target.svg)
             if result.image is not None:
                 return target, result.image, skipped
             skipped.append(f"{target.id}: {result.error}")

@@ -1,0 +1,137 @@
+"""Malformed and hostile SVG: every case gives a clear message, never a hang, a crash or a leak.
+
+Each attack is tried twice: through the env (the static checks answer first, with a precise reason)
+and straight at the capped renderer child with the checks skipped (what holds if a check is missed).
+"""
+
+import pytest
+
+import vista_rl
+from vista_plugin_svg.render import RenderLimits, render_svg, render_unchecked
+from vista_plugin_svg.safety import SvgLimits, UnsafeSvg, check_svg
+
+ENV_ID = "svg/reconstruct-v0"
+NS = 'xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink"'
+
+BILLION_LAUGHS = (
+    '<?xml version="1.0"?>\n<!DOCTYPE svg [\n<!ENTITY a "lol">\n'
+    + "".join(f'<!ENTITY {chr(98 + i)} "{("&" + chr(97 + i) + ";") * 10}">\n' for i in range(9))
+    + f']>\n<svg {NS} viewBox="0 0 10 10"><text y="5">&j;</text></svg>'
+)
+XXE = (f'<?xml version="1.0"?><!DOCTYPE svg [<!ENTITY x SYSTEM "file:///etc/passwd">]>'
+       f'<svg {NS}><text y="5">&x;</text></svg>')
+FILE_IMAGE = f'<svg {NS} viewBox="0 0 10 10"><image href="file:///etc/passwd" width="10" height="10"/></svg>'
+HTTP_IMAGE = f'<svg {NS} viewBox="0 0 10 10"><image xlink:href="http://127.0.0.1:9/x.png" width="10" height="10"/></svg>'
+HTTP_USE = f'<svg {NS} viewBox="0 0 10 10"><use href="http://127.0.0.1:9/sprite.svg#a"/></svg>'
+STYLE_URL = (f'<svg {NS} viewBox="0 0 10 10"><style>rect {{ fill: url("file:///etc/passwd#x") }}</style>'
+             '<rect width="10" height="10"/></svg>')
+STYLE_IMPORT = f'<svg {NS}><style>@import url(http://127.0.0.1:9/a.css);</style></svg>'
+FILL_URL = f'<svg {NS}><rect width="10" height="10" fill="url(http://127.0.0.1:9/p.svg#g)"/></svg>'
+DEEP = f'<svg {NS}>' + "<g>" * 5_000 + "</g>" * 5_000 + "</svg>"
+HUGE_DECLARED = f'<svg {NS} width="1e9" height="1e9"><rect width="1e9" height="1e9" fill="red"/></svg>'
+HUGE_VIEWBOX = f'<svg {NS} viewBox="0 0 1e12 1e12"><rect width="10" height="10"/></svg>'
+SCRIPT = f'<svg {NS}><script>alert(1)</script></svg>'
+MANY_ELEMENTS = f'<svg {NS}>' + '<g/>' * 6_000 + "</svg>"
+SIMPLE = f'<svg {NS} viewBox="0 0 10 10"><rect x="2" y="2" width="6" height="6" fill="#0000ff"/></svg>'
+
+CASES = {
+    "billion-laughs": (BILLION_LAUGHS, "entity"),
+    "external-entity": (XXE, "entity"),
+    "file-image": (FILE_IMAGE, "outside the document"),
+    "http-image": (HTTP_IMAGE, "outside the document"),
+    "http-use": (HTTP_USE, "outside the document"),
+    "style-url": (STYLE_URL, "outside the document"),
+    "style-import": (STYLE_IMPORT, "@import"),
+    "fill-url": (FILL_URL, "outside the document"),
+    "deep-nesting": (DEEP, "nested more than"),
+    "huge-declared-size": (HUGE_DECLARED, "larger than"),
+    "huge-viewbox": (HUGE_VIEWBOX, "viewBox"),
+    "script": (SCRIPT, "<script> is not allowed"),
+    "many-elements": (MANY_ELEMENTS, "more than 5,000 elements"),
+    "too-long": ("<svg>" + " " * 200_000 + "</svg>", "characters"),
+    "not-xml": (f"<svg {NS}><rect width='10'></svg>", "not well-formed"),
+    "wrong-root": (f"<svgx {NS}/>", "No <svg>"),
+}
+
+
+@pytest.fixture(scope="module")
+def env():
+    environment = vista_rl.make_env(ENV_ID, image_size=32)
+    yield environment
+    environment.close()
+
+
+@pytest.mark.parametrize("svg,reason", CASES.values(), ids=CASES.keys())
+def test_env_turns_hostile_svg_into_a_clear_observation(env, svg, reason):
+    env.reset(seed=0)
+    result = env.step(f"<think>try</think><answer>{svg}</answer>")
+    assert result.reward == 0.0 and not result.info["action_valid"]
+    assert result.observation.images == []  # nothing rendered, nothing shown
+    assert reason in result.observation.text, result.observation.text
+    assert reason in result.info["render_error"]
+    assert not result.done  # the model gets its second turn to fix it
+
+
+@pytest.mark.parametrize("name", ["file-image", "http-image", "http-use", "style-url", "fill-url"])
+def test_static_check_names_the_reference(name):
+    with pytest.raises(UnsafeSvg, match="only internal '#id' references"):
+        check_svg(CASES[name][0])
+
+
+def test_internal_references_and_gradients_are_allowed():
+    svg = (f'<svg {NS} viewBox="0 0 10 10"><defs><linearGradient id="g"><stop offset="0" stop-color="red"/>'
+           '<stop offset="1" stop-color="blue"/></linearGradient><rect id="r" width="4" height="4"/></defs>'
+           '<rect width="10" height="10" fill="url(#g)"/><use href="#r" x="5"/></svg>')
+    check_svg(svg)
+    result = render_svg(svg, 20, 20)
+    assert result.ok and result.image.getpixel((1, 10))[0] > result.image.getpixel((18, 10))[0]
+
+
+# ------------------------------------------------------------ the renderer child with the checks skipped
+def test_child_refuses_entity_expansion_without_the_static_check():
+    result = render_unchecked(BILLION_LAUGHS, 32, 32)
+    assert not result.ok and "Entit" in result.error  # defusedxml inside cairosvg, run in the child
+
+
+def test_child_refuses_external_entities_without_the_static_check():
+    result = render_unchecked(XXE, 32, 32)
+    assert not result.ok and "passwd" not in (result.error or "").replace("file:///etc/passwd", "")
+
+
+@pytest.mark.parametrize("svg", [FILE_IMAGE, HTTP_IMAGE], ids=["file", "http"])
+def test_child_fetches_nothing_without_the_static_check(svg):
+    result = render_unchecked(svg, 32, 32)
+    assert not result.ok and "external resource refused" in result.error
+
+
+def test_child_survives_deep_nesting_without_the_static_check():
+    result = render_unchecked(DEEP, 32, 32)
+    if result.ok:  # cairo may render an empty deep tree; then it must be the plain background
+        assert result.image.getcolors() == [(32 * 32, (255, 255, 255))]
+    else:
+        assert result.error
+
+
+def test_huge_declared_size_renders_at_the_fixed_output_size():
+    result = render_unchecked(HUGE_DECLARED, 24, 24)
+    assert result.ok and result.image.size == (24, 24)
+
+
+def test_huge_output_surface_hits_the_memory_cap_not_the_host():
+    result = render_unchecked(SIMPLE, 40_000, 40_000, limits=RenderLimits(memory_mb=512))  # a 6.4 GB surface
+    assert not result.ok
+    assert result.stage in ("limit", "render") and result.error
+
+
+def test_slow_render_is_stopped_by_the_wall_clock_timeout():
+    result = render_unchecked(SIMPLE, 32, 32, limits=RenderLimits(timeout_s=0.01))
+    assert not result.ok and result.stage == "limit" and "longer than" in result.error
+
+
+def test_limits_are_configurable_from_the_env():
+    environment = vista_rl.make_env(ENV_ID, image_size=32, max_svg_chars=300, max_depth=3)
+    environment.reset(seed=0)
+    nested = f'<svg {NS}><g><g><g><rect width="1" height="1"/></g></g></g></svg>'
+    result = environment.step(f"<think>x</think><answer>{nested}</answer>")
+    assert "nested more than 3 deep" in result.observation.text
+    assert SvgLimits(max_chars=300, max_depth=3) == environment.svg_limits
