@@ -106,10 +106,7 @@ def test_child_fetches_nothing_without_the_static_check(svg):
 
 def test_child_survives_deep_nesting_without_the_static_check():
     result = render_unchecked(DEEP, 32, 32)
-    if result.ok:  # cairo may render an empty deep tree; then it must be the plain background
-        assert result.image.getcolors() == [(32 * 32, (255, 255, 255))]
-    else:
-        assert result.error
+    assert not result.ok and "nested too deeply" in result.error
 
 
 def test_huge_declared_size_renders_at_the_fixed_output_size():
@@ -118,9 +115,8 @@ def test_huge_declared_size_renders_at_the_fixed_output_size():
 
 
 def test_huge_output_surface_hits_the_memory_cap_not_the_host():
-    result = render_unchecked(SIMPLE, 40_000, 40_000, limits=RenderLimits(memory_mb=512))  # a 6.4 GB surface
-    assert not result.ok
-    assert result.stage in ("limit", "render") and result.error
+    result = render_unchecked(SIMPLE, 20_000, 20_000, limits=RenderLimits(memory_mb=512))  # a 1.6 GB surface
+    assert not result.ok and result.stage == "limit" and "more memory than allowed" in result.error
 
 
 def test_slow_render_is_stopped_by_the_wall_clock_timeout():
