@@ -5,9 +5,9 @@ import subprocess
 import sys
 
 import pytest
+from vista_plugin_svg.targets import synthetic_target
 
 import vista_rl
-from vista_plugin_svg.targets import synthetic_target
 from vista_rl_sdk import check_env
 from vista_rl_sdk.checks import ADVERSARIAL_ACTIONS
 

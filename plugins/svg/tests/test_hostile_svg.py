@@ -5,10 +5,10 @@ and straight at the capped renderer child with the checks skipped (what holds if
 """
 
 import pytest
+from vista_plugin_svg.render import RenderLimits, RenderWorker, render_svg, render_unchecked
+from vista_plugin_svg.safety import SvgLimits, UnsafeSvg, check_svg
 
 import vista_rl
-from vista_plugin_svg.render import RenderLimits, render_svg, render_unchecked
-from vista_plugin_svg.safety import SvgLimits, UnsafeSvg, check_svg
 
 ENV_ID = "svg/reconstruct-v0"
 NS = 'xmlns="http://www.w3.org/2000/svg" xmlns:xlink="http://www.w3.org/1999/xlink"'
@@ -131,3 +131,42 @@ def test_limits_are_configurable_from_the_env():
     result = environment.step(f"<think>x</think><answer>{nested}</answer>")
     assert "nested more than 3 deep" in result.observation.text
     assert SvgLimits(max_chars=300, max_depth=3) == environment.svg_limits
+
+
+# ------------------------------------------------------------------------- the long-lived worker
+def test_worker_recovers_after_a_cap_kills_it_and_closes_cleanly():
+    worker = RenderWorker(RenderLimits(memory_mb=512))
+    try:
+        assert worker.render(SIMPLE, 16, 16).ok and worker.starts == 1
+        assert worker.render(SIMPLE, 16, 16).ok and worker.starts == 1  # reused, not restarted
+        killed = worker.render(SIMPLE, 20_000, 20_000)
+        assert not killed.ok and killed.stage == "limit" and "more memory" in killed.error
+        for svg in (BILLION_LAUGHS, FILE_IMAGE, DEEP):
+            assert not worker.render(svg, 16, 16).ok
+        again = worker.render(SIMPLE, 16, 16)
+        assert again.ok and again.image.getpixel((8, 8)) == (0, 0, 255) and worker.starts == 2
+        process = worker._process
+    finally:
+        worker.close()
+        worker.close()
+    assert process is not None and process.poll() is not None  # no renderer left behind
+
+
+def test_worker_timeout_kills_and_restarts():
+    worker = RenderWorker(RenderLimits(timeout_s=0.01))
+    try:
+        result = worker.render(SIMPLE, 16, 16)  # the worker cannot even start in 10 ms
+        assert not result.ok and result.stage == "limit" and "longer than" in result.error
+        assert worker._process is None
+    finally:
+        worker.close()
+
+
+def test_env_close_stops_its_worker():
+    environment = vista_rl.make_env(ENV_ID, image_size=16)
+    environment.reset(seed=0)
+    environment.step(environment.oracle_response())  # the target may come from the cache; an answer never does
+    process = environment._worker._process
+    assert process is not None and process.poll() is None
+    environment.close()
+    assert process.poll() is not None and environment._worker is None

@@ -5,9 +5,9 @@ import json
 from pathlib import Path
 
 import pytest
+from vista_plugin_svg.records import load_svg_icon_targets
 
 import vista_rl
-from vista_plugin_svg.records import load_svg_icon_targets
 from vista_rl_sdk import check_env
 
 FIXTURE = Path(__file__).parent / "fixtures" / "svg-icons-simple-test.jsonl"

@@ -4,10 +4,10 @@ with ``save_pretrained`` and loaded back by path, the way a user's DINO/DreamSim
 import numpy as np
 import pytest
 from PIL import Image, ImageDraw
-
-import vista_rl
 from vista_plugin_svg.encoders import HFVisionEncoder, VisionEncoder, load_encoder, tiny_random_dinov2
 from vista_plugin_svg.similarity import RewardWeights, combine, cosine_score, pixel_score, ssim_score
+
+import vista_rl
 
 ENV_ID = "svg/reconstruct-v0"
 

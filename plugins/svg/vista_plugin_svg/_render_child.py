@@ -1,12 +1,23 @@
-"""Child side of :func:`vista_plugin_svg.render.render_svg`: one SVG in (JSON on stdin), PNG out.
+"""Child side of the SVG renderer (:mod:`vista_plugin_svg.render`): SVG in, PNG out.
 
-Runs as its own interpreter under the rlimits the parent set (address space, CPU seconds, output
-size), so a document that makes cairo loop or allocate is killed without touching the trainer.
-Network and file access through the renderer are refused by a URL fetcher that fetches nothing.
-Exit codes: 0 with PNG bytes on stdout; 2 with a one-line reason on stderr.
+Runs as its own interpreter under the rlimits the parent set (address space, output size, CPU), so
+a document that makes cairo loop or allocate is killed without touching the trainer.  Network and
+file access through the renderer are refused by a URL fetcher that fetches nothing.
+
+Two modes:
+
+* one shot (no argument): one JSON request on stdin; PNG bytes on stdout and exit 0, or a one-line
+  reason on stderr and exit 2;
+* ``--serve``: a loop over framed requests (4-byte big-endian length + JSON) on stdin, answering
+  each with a status byte (``0`` PNG, ``1`` error text, ``2`` error text then exit) + 4-byte length +
+  payload on stdout.  Before each request the CPU-time soft limit is moved to "used so far +
+  ``cpu_s``", so the cap is per render; SIGXCPU kills the worker and the parent starts a new one.
+  The loop ends at end of input, so the worker never outlives its parent's pipe.
 """
 
 import json
+import resource
+import struct
 import sys
 
 
@@ -14,8 +25,8 @@ def _refuse(url, resource_type=None):  # noqa: ANN001 - cairosvg's fetcher signa
     raise ValueError(f"external resource refused: {str(url)[:80]}")
 
 
-def main() -> int:
-    request = json.loads(sys.stdin.buffer.read().decode("utf-8"))
+def render(request):  # noqa: ANN001, ANN201 - a tiny stdlib-only script
+    """``(status, payload)``: 0 and PNG bytes, 1 and a reason, or 2 and a reason (worker must exit)."""
     try:
         from cairosvg.surface import PNGSurface  # noqa: PLC0415 - only the child pays for cairo
 
@@ -24,16 +35,53 @@ def main() -> int:
             output_height=request["height"], background_color=request.get("background") or None,
             url_fetcher=_refuse, unsafe=False)
     except RecursionError:
-        sys.stderr.write("the SVG is nested too deeply to render\n")
-        return 2
+        return 1, b"the SVG is nested too deeply to render"
     except MemoryError:
-        sys.stderr.write("rendering the SVG needed more memory than allowed\n")
-        return 2
+        return 2, b"rendering the SVG needed more memory than allowed"
     except Exception as exc:  # noqa: BLE001 - any renderer error is a message for the model
-        sys.stderr.write(f"{type(exc).__name__}: {str(exc)[:200]}\n".replace("\n", " ").strip() + "\n")
-        return 2
-    sys.stdout.buffer.write(png)
-    return 0
+        text = f"{type(exc).__name__}: {str(exc)[:200]}".replace("\n", " ").strip()
+        return (2 if "memory" in text.lower() else 1), text.encode("utf-8", errors="replace")
+    return 0, png
+
+
+def _read_exact(stream, size):  # noqa: ANN001, ANN202
+    data = b""
+    while len(data) < size:
+        chunk = stream.read(size - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    return data
+
+
+def serve(cpu_s):  # noqa: ANN001, ANN201
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    while True:
+        header = _read_exact(stdin, 4)
+        if header is None:
+            return 0
+        body = _read_exact(stdin, struct.unpack(">I", header)[0])
+        if body is None:
+            return 0
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        used = int(usage.ru_utime + usage.ru_stime) + 1
+        resource.setrlimit(resource.RLIMIT_CPU, (used + cpu_s, resource.RLIM_INFINITY))
+        status, payload = render(json.loads(body.decode("utf-8")))
+        stdout.write(struct.pack(">BI", status, len(payload)) + payload)
+        stdout.flush()
+        if status == 2:
+            return 0
+
+
+def main():  # noqa: ANN201
+    if len(sys.argv) > 2 and sys.argv[1] == "--serve":
+        return serve(int(sys.argv[2]))
+    status, payload = render(json.loads(sys.stdin.buffer.read().decode("utf-8")))
+    if status == 0:
+        sys.stdout.buffer.write(payload)
+        return 0
+    sys.stderr.write(payload.decode("utf-8", errors="replace") + "\n")
+    return 2
 
 
 if __name__ == "__main__":

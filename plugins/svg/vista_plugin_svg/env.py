@@ -17,17 +17,26 @@ A turn whose SVG is missing, refused or fails to render scores 0 and gets the re
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any, Literal
 
 from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from vista_plugin_svg.encoders import VisionEncoder, load_encoder
-from vista_plugin_svg.render import RenderLimits, RenderResult, render_svg
+from vista_plugin_svg.render import RenderLimits, RenderResult, RenderWorker, render_svg
 from vista_plugin_svg.safety import SvgLimits, extract_svg
 from vista_plugin_svg.similarity import RewardWeights, combine, cosine_score, pixel_score, ssim_score
 from vista_plugin_svg.targets import PRIMITIVES, SvgTarget, synthetic_target
-from vista_rl import Env, Observation, ResponseFormat, StepResult, episode_seed, escape_placeholders, parse_response
+from vista_rl import (
+    Env,
+    Observation,
+    ResponseFormat,
+    StepResult,
+    episode_seed,
+    escape_placeholders,
+    parse_response,
+)
 
 EXAMPLE_SVG = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 100 100"><rect width="100" height="100" '
                'fill="#ffffff"/><circle cx="50" cy="50" r="20" fill="#dc2828"/></svg>')
@@ -37,13 +46,13 @@ _TARGET_RENDERS: OrderedDict[tuple[str, int], Image.Image] = OrderedDict()  # a 
 _TARGET_CACHE_SIZE = 256
 
 
-def _cached_render(svg: str, size: int, svg_limits: SvgLimits, limits: RenderLimits) -> RenderResult:
+def _cached_render(svg: str, size: int, render: Callable[[str], RenderResult]) -> RenderResult:
     """Render a target once per process; failures (a timeout on a busy machine) are not remembered."""
     key = (svg, size)
     if key in _TARGET_RENDERS:
         _TARGET_RENDERS.move_to_end(key)
         return RenderResult(_TARGET_RENDERS[key])
-    result = render_svg(svg, size, size, "white", svg_limits, limits)
+    result = render(svg)
     if result.image is not None:
         _TARGET_RENDERS[key] = result.image
         while len(_TARGET_RENDERS) > _TARGET_CACHE_SIZE:
@@ -79,6 +88,8 @@ class SvgEnvConfig(BaseModel):
     render_timeout_s: float = Field(10.0, gt=0)
     render_cpu_s: int = Field(5, ge=1)
     render_memory_mb: int = Field(768, ge=128)
+    renderer: Literal["worker", "one_shot"] = Field(
+        "worker", description="a long-lived capped renderer process per env (ms per render) or one per render")
 
     @model_validator(mode="after")
     def _consistent(self) -> SvgEnvConfig:
@@ -108,6 +119,7 @@ class SvgReconstructEnv(Env):
         self.render_limits = RenderLimits(timeout_s=self.config.render_timeout_s, cpu_s=self.config.render_cpu_s,
                                           memory_mb=self.config.render_memory_mb)
         self._records: list[SvgTarget] | None = None
+        self._worker: RenderWorker | None = None
         self._encoder: VisionEncoder | None = None
         self._target: SvgTarget | None = None
         self._target_image: Image.Image | None = None
@@ -128,13 +140,15 @@ class SvgReconstructEnv(Env):
 
     def _render(self, svg: str) -> RenderResult:
         size = self.config.image_size
-        return render_svg(svg, size, size, "white", self.svg_limits, self.render_limits)
+        if self.config.renderer == "worker" and self._worker is None:
+            self._worker = RenderWorker(self.render_limits)
+        return render_svg(svg, size, size, "white", self.svg_limits, self.render_limits, self._worker)
 
     def _render_target(self, svg: str) -> RenderResult:
         """Targets repeat (GRPO groups, eval sweeps, every reset of a seed), so their renders are
         cached per process; model answers are always rendered afresh."""
         size = self.config.image_size
-        result = _cached_render(svg, size, self.svg_limits, self.render_limits)
+        result = _cached_render(svg, size, self._render)
         return RenderResult(result.image.copy() if result.image is not None else None, result.error, result.stage)
 
     def _pick_target(self, seed: int) -> tuple[SvgTarget, Image.Image, list[str]]:
@@ -284,6 +298,9 @@ class SvgReconstructEnv(Env):
         return f"<think>I copy the shapes I see, with their positions and colours.</think><answer>{self._target.svg}</answer>"
 
     def close(self) -> None:
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
         self._target = None
         self._target_image = None
         self._done = True

@@ -13,12 +13,16 @@ needs: no namespaces (the child runs no model code, only cairo on a checked docu
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 import resource
+import select
+import struct
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -52,11 +56,12 @@ class RenderResult:
         return self.image is not None
 
 
-def _limit_child(limits: RenderLimits) -> None:
+def _limit_child(limits: RenderLimits, cpu_hard: int | None = None) -> None:
     """Runs in the child between fork and exec: caps that cairo cannot walk past."""
     memory = limits.memory_mb * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
+    hard = limits.cpu_s + 1 if cpu_hard is None else cpu_hard
+    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, hard))
     output = limits.output_mb * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_FSIZE, (output, output))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -102,11 +107,143 @@ def render_unchecked(svg: str, width: int, height: int, background: str | None =
     return RenderResult(None, f"the SVG could not be rendered: {message or 'renderer failed'}", "render")
 
 
+class RenderWorker:
+    """A long-lived renderer child (``_render_child.py --serve``) under the same caps.
+
+    Why: starting Python and importing cairo costs about half a second; an RL step should not.  The
+    worker keeps cairo loaded and renders one framed request at a time.  The caps hold per render:
+    the address-space cap for the worker's life, the CPU cap moved forward by the worker before each
+    request, the wall-clock timeout enforced here.  Whenever a render trips a cap, or the worker
+    dies, it is killed and the next render starts a fresh one; after ``recycle_after`` renders it is
+    replaced too, so slow leaks in native code cannot build up.  Not thread-safe: one per env.
+    """
+
+    def __init__(self, limits: RenderLimits | None = None, recycle_after: int = 500) -> None:
+        self.limits = limits or RenderLimits()
+        self.recycle_after = recycle_after
+        self._process: subprocess.Popen[bytes] | None = None
+        self._renders = 0
+        self.starts = 0
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        limits = self.limits
+        process = subprocess.Popen(  # noqa: S603 - fixed interpreter and script
+            [sys.executable, "-I", str(CHILD), "--serve", str(limits.cpu_s)], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=_child_env(),
+            preexec_fn=lambda: _limit_child(limits, resource.RLIM_INFINITY))  # noqa: PLW1509
+        self._process, self._renders = process, 0
+        self.starts += 1
+        return process
+
+    def close(self) -> None:
+        """Stop the worker (safe to call twice)."""
+        process, self._process = self._process, None
+        if process is None:
+            return
+        try:
+            if process.stdin is not None:
+                process.stdin.close()
+            process.wait(timeout=1.0)
+        except (OSError, subprocess.TimeoutExpired):
+            process.kill()
+            process.wait()
+        finally:
+            if process.stdout is not None:
+                process.stdout.close()
+
+    def _kill(self) -> int | None:
+        process, self._process = self._process, None
+        if process is None:
+            return None
+        process.kill()
+        code = process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
+        if process.stdin is not None:
+            with contextlib.suppress(OSError):
+                process.stdin.close()
+        return code
+
+    def _read(self, fd: int, size: int, deadline: float) -> bytes | None:
+        """Exactly ``size`` bytes from ``fd`` before ``deadline``, or ``None`` (EOF or too late)."""
+        data = bytearray()
+        while len(data) < size:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([fd], [], [], remaining)[0]:
+                return None
+            chunk = os.read(fd, size - len(data))
+            if not chunk:
+                return None
+            data += chunk
+        return bytes(data)
+
+    def render(self, svg: str, width: int, height: int, background: str | None = "white") -> RenderResult:
+        """Render with the worker (starting it if needed); never raises."""
+        if self._process is not None and (self._process.poll() is not None or self._renders >= self.recycle_after):
+            self.close()
+        try:
+            process = self._process or self._start()
+        except OSError as exc:
+            return RenderResult(None, f"the renderer could not start: {exc}", "render")
+        assert process.stdin is not None and process.stdout is not None
+        body = json.dumps({"svg": svg, "width": int(width), "height": int(height),
+                           "background": background}).encode("utf-8")
+        deadline = time.monotonic() + self.limits.timeout_s
+        try:
+            process.stdin.write(struct.pack(">I", len(body)) + body)
+            process.stdin.flush()
+        except OSError:
+            code = self._kill()
+            return RenderResult(None, f"the renderer stopped unexpectedly (exit {code})", "limit")
+        fd = process.stdout.fileno()
+        header = self._read(fd, 5, deadline)
+        if header is None:
+            timed_out = time.monotonic() >= deadline
+            code = self._kill()
+            if timed_out:
+                return RenderResult(None, f"rendering took longer than {self.limits.timeout_s:g} s and was stopped",
+                                    "limit")
+            return RenderResult(None, "rendering exceeded the renderer's CPU, memory or output limits "
+                                f"(exit {code})", "limit")
+        status, size = struct.unpack(">BI", header)
+        if size > self.limits.output_mb * 1024 * 1024:
+            self._kill()
+            return RenderResult(None, "the renderer's output was larger than allowed", "limit")
+        payload = self._read(fd, size, deadline)
+        if payload is None:
+            self._kill()
+            return RenderResult(None, f"rendering took longer than {self.limits.timeout_s:g} s and was stopped",
+                                "limit")
+        self._renders += 1
+        if status == 0:
+            try:
+                image = Image.open(io.BytesIO(payload))
+                image.load()
+            except Exception as exc:  # noqa: BLE001
+                return RenderResult(None, f"the renderer returned no readable image ({type(exc).__name__})",
+                                    "render")
+            return RenderResult(image.convert("RGB"))
+        message = payload.decode("utf-8", errors="replace")
+        if status == 2:
+            self._kill()
+            if "memory" in message.lower():
+                return RenderResult(None, "rendering the SVG needed more memory than allowed", "limit")
+        return RenderResult(None, f"the SVG could not be rendered: {message}", "render")
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):  # interpreter shutdown
+            self._kill()
+
+
 def render_svg(svg: str, width: int, height: int, background: str | None = "white",
-               svg_limits: SvgLimits | None = None, limits: RenderLimits | None = None) -> RenderResult:
-    """Check ``svg`` (:func:`.safety.check_svg`) and render it; never raises."""
+               svg_limits: SvgLimits | None = None, limits: RenderLimits | None = None,
+               worker: RenderWorker | None = None) -> RenderResult:
+    """Check ``svg`` (:func:`.safety.check_svg`) and render it (with ``worker`` if given, else in a
+    one-shot child); never raises."""
     try:
         check_svg(svg, svg_limits)
     except UnsafeSvg as exc:
         return RenderResult(None, str(exc), "refused")
+    if worker is not None:
+        return worker.render(svg, width, height, background)
     return render_unchecked(svg, width, height, background, limits)
