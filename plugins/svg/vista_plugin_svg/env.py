@@ -70,7 +70,7 @@ class SvgEnvConfig(BaseModel):
     min_shapes: int = Field(1, ge=1, le=20)
     max_shapes: int = Field(4, ge=1, le=20)
     primitives: tuple[str, ...] = PRIMITIVES
-    max_turns: int = Field(2, ge=1, le=20, description="turns per episode (VAGEN's example uses 2)")
+    max_turns: int = Field(2, ge=1, le=64, description="turns per episode (VAGEN's example uses 2)")
     stop_on_success: bool = False
     success_threshold: float = Field(0.95, ge=0.0, le=1.0,
                                      description="weighted mean similarity that counts as reconstructed")
