@@ -127,3 +127,15 @@ def test_model_text_with_image_placeholders_is_escaped():
 def test_bad_config_names_the_key(bad, key):
     with pytest.raises(Exception, match=key):
         vista_rl.make_env(ENV_ID, **bad)
+
+
+def test_one_shot_renderer_gives_the_same_pixels_as_the_worker():
+    svg = synthetic_target(7, 2, 3).svg
+    renders = {}
+    for renderer in ("worker", "one_shot"):
+        env = vista_rl.make_env(ENV_ID, image_size=40, renderer=renderer)
+        env.reset(seed=7)
+        result = env.step(answer(without_last_shape(svg)))
+        renders[renderer] = result.observation.images[0].tobytes()
+        env.close()
+    assert renders["worker"] == renders["one_shot"]
