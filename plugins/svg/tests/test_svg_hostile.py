@@ -32,6 +32,10 @@ HUGE_DECLARED = f'<svg {NS} width="1e9" height="1e9"><rect width="1e9" height="1
 HUGE_VIEWBOX = f'<svg {NS} viewBox="0 0 1e12 1e12"><rect width="10" height="10"/></svg>'
 SCRIPT = f'<svg {NS}><script>alert(1)</script></svg>'
 MANY_ELEMENTS = f'<svg {NS}>' + '<g/>' * 6_000 + "</svg>"
+USE_BOMB = (f'<svg {NS} viewBox="0 0 100 100"><defs><circle id="l0" r="1"/>'
+            + "".join(f'<g id="l{i}">' + f'<use href="#l{i - 1}"/>' * 10 + "</g>" for i in range(1, 8))
+            + '</defs><use href="#l7"/></svg>')  # 10^7 circles from 1.4 kB
+USE_CYCLE = f'<svg {NS}><g id="a"><use xlink:href="#b"/></g><g id="b"><use href="#a"/></g></svg>'
 SIMPLE = f'<svg {NS} viewBox="0 0 10 10"><rect x="2" y="2" width="6" height="6" fill="#0000ff"/></svg>'
 
 CASES = {
@@ -44,6 +48,8 @@ CASES = {
     "style-import": (STYLE_IMPORT, "@import"),
     "fill-url": (FILL_URL, "outside the document"),
     "deep-nesting": (DEEP, "nested more than"),
+    "use-amplification": (USE_BOMB, "expand the SVG to more than 20,000 elements"),
+    "use-cycle": (USE_CYCLE, "cycle"),
     "huge-declared-size": (HUGE_DECLARED, "larger than"),
     "huge-viewbox": (HUGE_VIEWBOX, "viewBox"),
     "script": (SCRIPT, "<script> is not allowed"),
@@ -107,6 +113,25 @@ def test_child_fetches_nothing_without_the_static_check(svg):
 def test_child_survives_deep_nesting_without_the_static_check():
     result = render_unchecked(DEEP, 32, 32)
     assert not result.ok and "nested too deeply" in result.error
+
+
+def test_use_amplification_hits_the_cpu_cap_without_the_static_check():
+    worker = RenderWorker(RenderLimits(cpu_s=1, timeout_s=120))
+    try:
+        result = worker.render(USE_BOMB, 32, 32)
+        assert not result.ok and result.stage == "limit" and "CPU, memory or output limits" in result.error
+        assert worker.render(SIMPLE, 16, 16).ok and worker.starts == 2  # a fresh worker takes over
+    finally:
+        worker.close()
+
+
+def test_many_uses_of_one_group_are_counted_once_per_use_not_per_path():
+    fan = (f'<svg {NS}><defs><rect id="r" width="1" height="1"/></defs>' + '<use href="#r"/>' * 300 + "</svg>")
+    check_svg(fan)  # 601 elements drawn: fine
+    chain = f'<svg {NS}><rect id="u0" width="1" height="1"/>' + "".join(
+        f'<use id="u{i}" href="#u{i - 1}"/>' for i in range(1, 3000)) + "</svg>"
+    with pytest.raises(UnsafeSvg, match="expand the SVG"):  # 4.5 million drawn, and no recursion error
+        check_svg(chain)
 
 
 def test_huge_declared_size_renders_at_the_fixed_output_size():

@@ -12,6 +12,8 @@ message it can act on:
   ``url(...)`` in attributes or ``<style>`` only to ``#id``; ``@import`` is refused.  No file://,
   http:// or data: payloads reach the renderer;
 * deep nesting: the element tree may be at most ``max_depth`` deep (the renderer recurses);
+* ``<use>`` amplification (the billion laughs of SVG: each group uses the previous one ten times):
+  the element count after expanding every ``<use>`` is capped, and reference cycles are refused;
 * huge canvases: a declared ``width``/``height``/``viewBox`` beyond ``max_canvas`` is refused (the
   render size is fixed by the env in any case, so this is about a clear message, not memory).
 """
@@ -26,6 +28,7 @@ from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import ParseError, fromstring
 
 SVG_NS = "http://www.w3.org/2000/svg"
+XLINK_NS = "http://www.w3.org/1999/xlink"
 _DTD_RE = re.compile(r"<!\s*(DOCTYPE|ENTITY|ELEMENT|ATTLIST)", re.IGNORECASE)
 _URL_RE = re.compile(r"url\(\s*(['\"]?)(.*?)\1\s*\)", re.IGNORECASE | re.DOTALL)
 _NUMBER_RE = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
@@ -40,6 +43,7 @@ class SvgLimits:
     max_elements: int = 5_000
     max_depth: int = 48
     max_canvas: float = 8_192.0
+    max_expanded_elements: int = 20_000
 
 
 class UnsafeSvg(ValueError):
@@ -87,6 +91,51 @@ def _check_canvas(element: Element, limits: SvgLimits) -> None:
             raise UnsafeSvg(f"viewBox={view_box.strip()[:60]!r} has values beyond the allowed range")
 
 
+def _use_target(element: Element, ids: dict[str, Element]) -> Element | None:
+    if _local(element.tag) != "use":
+        return None
+    ref = element.get("href") or element.get(f"{{{XLINK_NS}}}href") or ""
+    return ids.get(ref.strip()[1:]) if ref.strip().startswith("#") else None
+
+
+def expanded_size(root: Element, limit: int) -> int:
+    """How many elements the renderer draws once every ``<use>`` is expanded (capped at ``limit + 1``).
+
+    Iterative depth-first with a memo per element, so ten uses of a group cost one count of it, and
+    a chain of uses thousands long cannot overflow the stack; a reference back into an element being
+    counted is a cycle and is refused."""
+    ids: dict[str, Element] = {}
+    for element in root.iter():
+        identifier = element.get("id")
+        if identifier:
+            ids.setdefault(identifier, element)
+
+    def parts(element: Element) -> list[Element]:
+        target = _use_target(element, ids)
+        return [*element, target] if target is not None else list(element)
+
+    memo: dict[int, int] = {}
+    active: set[int] = set()
+    stack: list[tuple[Element, bool]] = [(root, False)]
+    while stack:
+        element, finished = stack.pop()
+        key = id(element)
+        if finished:
+            active.discard(key)
+            memo[key] = min(limit + 1, 1 + sum(memo[id(part)] for part in parts(element)))
+            continue
+        if key in memo:
+            continue
+        active.add(key)
+        stack.append((element, True))
+        for part in parts(element):
+            if id(part) in active:
+                raise UnsafeSvg("<use> references form a cycle")
+            if id(part) not in memo:
+                stack.append((part, False))
+    return memo[id(root)]
+
+
 def check_svg(svg: str, limits: SvgLimits | None = None) -> Element:
     """Parse and check ``svg``; return its root element or raise :class:`UnsafeSvg` with the reason."""
     limits = limits or SvgLimits()
@@ -126,4 +175,6 @@ def check_svg(svg: str, limits: SvgLimits | None = None) -> Element:
         if name in ("script", "foreignObject"):
             raise UnsafeSvg(f"<{name}> is not allowed")
         stack.extend((child, depth + 1) for child in element)
+    if expanded_size(root, limits.max_expanded_elements) > limits.max_expanded_elements:
+        raise UnsafeSvg(f"<use> references expand the SVG to more than {limits.max_expanded_elements:,} elements")
     return root
