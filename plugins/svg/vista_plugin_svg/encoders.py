@@ -65,7 +65,7 @@ def tiny_random_dinov2(seed: int = 0, image_size: int = 56) -> HFVisionEncoder:
     import torch  # noqa: PLC0415
     from transformers import BitImageProcessor, Dinov2Config, Dinov2Model  # noqa: PLC0415
 
-    config = Dinov2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+    config = Dinov2Config(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, mlp_ratio=2,
                           patch_size=14, image_size=image_size)
     generator_state = torch.random.get_rng_state()
     try:
