@@ -139,3 +139,20 @@ def test_one_shot_renderer_gives_the_same_pixels_as_the_worker():
         renders[renderer] = result.observation.images[0].tobytes()
         env.close()
     assert renders["worker"] == renders["one_shot"]
+
+
+def test_eval_through_the_shared_rollout_path_records_the_renders(tmp_path):
+    from click.testing import CliRunner  # noqa: PLC0415
+
+    from vista_rl.cli import build_cli  # noqa: PLC0415
+
+    result = CliRunner().invoke(build_cli(), [
+        "eval", "--env", ENV_ID, "--model", "scripted:oracle", "--episodes", "2", "--seed", "3",
+        "--set", "env.config.image_size=48", "--out", str(tmp_path / "eval")])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((tmp_path / "eval" / "metrics.json").read_text())
+    assert summary["success_rate"]["value"] == 1.0
+    rows = [json.loads(line) for line in (tmp_path / "eval" / "trajectories.jsonl").read_text().splitlines() if line]
+    assert len(rows) == 2 and all(len(row["turns"]) == 2 for row in rows)  # VAGEN's two turns
+    assert all(turn["reward"] == 1.5 for row in rows for turn in row["turns"])
+    assert rows[0]["turns"][1]["image_refs"]  # the second turn saw the first turn's render
