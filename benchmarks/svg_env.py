@@ -108,7 +108,7 @@ def main() -> None:
     report: dict[str, Any] = {
         "machine": {"python": platform.python_version(), "cpu": platform.processor() or platform.machine()},
         "image_size": 128,
-        "speed": {"worker": speed("worker", n, 128, 10_000),
+        "speed": {"pool": speed("pool", n, 128, 30_000), "worker": speed("worker", n, 128, 10_000),
                   "one_shot": speed("one_shot", max(3, n // 6), 128, 20_000)},
         "mean_reward": {"relative_to_blank": rewards(seeds, True, 128), "raw_vagen": rewards(seeds, False, 128)},
         "note": "format_reward 0.5 + ssim_weight 1.0 (defaults); partial = target minus its last shape",

@@ -4,8 +4,18 @@ Each attack is tried twice: through the env (the static checks answer first, wit
 and straight at the capped renderer child with the checks skipped (what holds if a check is missed).
 """
 
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
-from vista_plugin_svg.render import RenderLimits, RenderWorker, render_svg, render_unchecked
+from vista_plugin_svg.render import (
+    RenderLimits,
+    RenderPool,
+    RenderWorker,
+    close_shared_pools,
+    render_svg,
+    render_unchecked,
+    shared_pool,
+)
 from vista_plugin_svg.safety import SvgLimits, UnsafeSvg, check_svg
 
 import vista_rl
@@ -188,10 +198,38 @@ def test_worker_timeout_kills_and_restarts():
 
 
 def test_env_close_stops_its_worker():
-    environment = vista_rl.make_env(ENV_ID, image_size=16)
+    environment = vista_rl.make_env(ENV_ID, image_size=16, renderer="worker")
     environment.reset(seed=0)
     environment.step(environment.oracle_response())  # the target may come from the cache; an answer never does
     process = environment._worker._process
     assert process is not None and process.poll() is None
     environment.close()
     assert process.poll() is not None and environment._worker is None
+
+
+def test_shared_pool_serves_many_envs_and_concurrent_renders_with_a_bounded_number_of_workers():
+    pool = RenderPool(RenderLimits(), size=2)
+    try:
+        with ThreadPoolExecutor(max_workers=6) as threads:
+            results = list(threads.map(lambda _: pool.render(SIMPLE, 16, 16), range(12)))
+        assert all(result.ok for result in results)
+        assert len(pool._workers) <= 2 and pool.starts == len(pool._workers)
+        killed = pool.render(SIMPLE, 20_000, 20_000)  # a cap trips in one worker ...
+        assert killed.stage == "limit" and pool.render(SIMPLE, 16, 16).ok  # ... and the pool goes on
+        processes = [worker._process for worker in pool._workers if worker._process is not None]
+    finally:
+        pool.close()
+    assert processes and all(process.poll() is not None for process in processes)
+
+
+def test_envs_share_the_process_pool():
+    first = vista_rl.make_env(ENV_ID, image_size=16, render_workers=1)
+    second = vista_rl.make_env(ENV_ID, image_size=16, render_workers=1)
+    for environment in (first, second):
+        environment.reset(seed=1)
+        assert environment.step(environment.oracle_response()).info["action_valid"]
+        environment.close()
+    pool = shared_pool(first.render_limits, 1)
+    assert len(pool._workers) == 1 and pool.starts == 1  # one renderer process served both envs
+    close_shared_pools()
+    assert pool._workers == []

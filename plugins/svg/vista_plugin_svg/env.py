@@ -24,7 +24,14 @@ from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from vista_plugin_svg.encoders import VisionEncoder, load_encoder
-from vista_plugin_svg.render import RenderLimits, RenderResult, RenderWorker, render_svg
+from vista_plugin_svg.render import (
+    RenderLimits,
+    RenderPool,
+    RenderResult,
+    RenderWorker,
+    render_svg,
+    shared_pool,
+)
 from vista_plugin_svg.safety import SvgLimits, extract_svg
 from vista_plugin_svg.similarity import RewardWeights, combine, cosine_score, pixel_score, ssim_score
 from vista_plugin_svg.targets import PRIMITIVES, SvgTarget, synthetic_target
@@ -88,8 +95,9 @@ class SvgEnvConfig(BaseModel):
     render_timeout_s: float = Field(10.0, gt=0)
     render_cpu_s: int = Field(5, ge=1)
     render_memory_mb: int = Field(768, ge=128)
-    renderer: Literal["worker", "one_shot"] = Field(
-        "worker", description="a long-lived capped renderer process per env (ms per render) or one per render")
+    renderer: Literal["pool", "worker", "one_shot"] = Field(
+        "pool", description="capped renderer processes shared by the process's envs, one per env, or one per render")
+    render_workers: int = Field(2, ge=1, le=64, description="size of the shared pool (renderer='pool')")
 
     @model_validator(mode="after")
     def _consistent(self) -> SvgEnvConfig:
@@ -140,9 +148,14 @@ class SvgReconstructEnv(Env):
 
     def _render(self, svg: str) -> RenderResult:
         size = self.config.image_size
-        if self.config.renderer == "worker" and self._worker is None:
-            self._worker = RenderWorker(self.render_limits)
-        return render_svg(svg, size, size, "white", self.svg_limits, self.render_limits, self._worker)
+        renderer: RenderWorker | RenderPool | None = None
+        if self.config.renderer == "pool":
+            renderer = shared_pool(self.render_limits, self.config.render_workers)
+        elif self.config.renderer == "worker":
+            if self._worker is None:
+                self._worker = RenderWorker(self.render_limits)
+            renderer = self._worker
+        return render_svg(svg, size, size, "white", self.svg_limits, self.render_limits, renderer)
 
     def _render_target(self, svg: str) -> RenderResult:
         """Targets repeat (GRPO groups, eval sweeps, every reset of a seed), so their renders are

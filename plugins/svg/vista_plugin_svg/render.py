@@ -13,6 +13,7 @@ needs: no namespaces (the child runs no model code, only cairo on a checked docu
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import io
 import json
@@ -22,6 +23,7 @@ import select
 import struct
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -235,9 +237,83 @@ class RenderWorker:
             self._kill()
 
 
+class RenderPool:
+    """Up to ``size`` :class:`RenderWorker` processes shared by every env of a process.
+
+    Why: the rollout engine makes a fresh env per episode and closes it after a few turns, so a
+    worker per env would pay the interpreter start again for every episode.  The pool keeps workers
+    across episodes; a render borrows an idle one, starts one while fewer than ``size`` exist, or
+    waits for one to come back.  Thread-safe (the rollout engine steps envs from a thread pool).
+    """
+
+    def __init__(self, limits: RenderLimits | None = None, size: int = 2) -> None:
+        if size < 1:
+            raise ValueError("a render pool needs at least one worker")
+        self.limits = limits or RenderLimits()
+        self.size = size
+        self._idle: list[RenderWorker] = []
+        self._workers: list[RenderWorker] = []
+        self._ready = threading.Condition()
+
+    @property
+    def starts(self) -> int:
+        """Worker processes started so far by the pool's live workers (restarts after a cap included)."""
+        with self._ready:
+            return sum(worker.starts for worker in self._workers)
+
+    def render(self, svg: str, width: int, height: int, background: str | None = "white") -> RenderResult:
+        with self._ready:
+            while not self._idle and len(self._workers) >= self.size:
+                self._ready.wait()
+            if self._idle:
+                worker = self._idle.pop()
+            else:
+                worker = RenderWorker(self.limits)
+                self._workers.append(worker)
+        try:
+            return worker.render(svg, width, height, background)
+        finally:
+            with self._ready:
+                self._idle.append(worker)
+                self._ready.notify()
+
+    def close(self) -> None:
+        """Stop the idle workers (a busy one is stopped by the next close after it returns)."""
+        with self._ready:
+            idle, self._idle = self._idle, []
+            self._workers = [worker for worker in self._workers if worker not in idle]
+        for worker in idle:
+            worker.close()
+
+
+_POOLS: dict[tuple[int, RenderLimits, int], RenderPool] = {}  # a cache of processes, keyed by owner pid
+_POOLS_LOCK = threading.Lock()
+
+
+def shared_pool(limits: RenderLimits, size: int = 2) -> RenderPool:
+    """The process-wide pool for ``limits`` and ``size``; a forked child (Ray, multiprocessing) gets
+    its own, never its parent's pipes."""
+    key = (os.getpid(), limits, size)
+    with _POOLS_LOCK:
+        pool = _POOLS.get(key)
+        if pool is None:
+            pool = _POOLS[key] = RenderPool(limits, size)
+        return pool
+
+
+@atexit.register
+def close_shared_pools() -> None:
+    """Stop every shared worker of this process (also runs at interpreter exit)."""
+    with _POOLS_LOCK:
+        pools = [pool for (pid, _, _), pool in _POOLS.items() if pid == os.getpid()]
+        _POOLS.clear()
+    for pool in pools:
+        pool.close()
+
+
 def render_svg(svg: str, width: int, height: int, background: str | None = "white",
                svg_limits: SvgLimits | None = None, limits: RenderLimits | None = None,
-               worker: RenderWorker | None = None) -> RenderResult:
+               worker: RenderWorker | RenderPool | None = None) -> RenderResult:
     """Check ``svg`` (:func:`.safety.check_svg`) and render it (with ``worker`` if given, else in a
     one-shot child); never raises."""
     try:
