@@ -1,14 +1,14 @@
 """Child side of the SVG renderer (:mod:`vista_plugin_svg.render`): SVG in, PNG out.
 
-Runs as its own interpreter under the rlimits the parent set (address space, output size, CPU), so
+Runs as its own interpreter that caps itself first (address space, output size, CPU), so
 a document that makes cairo loop or allocate is killed without touching the trainer.  Network and
 file access through the renderer are refused by a URL fetcher that fetches nothing.
 
 Two modes:
 
-* one shot (no argument): one JSON request on stdin; PNG bytes on stdout and exit 0, or a one-line
+* ``once``: one JSON request on stdin; PNG bytes on stdout and exit 0, or a one-line
   reason on stderr and exit 2;
-* ``--serve``: a loop over framed requests (4-byte big-endian length + JSON) on stdin, answering
+* ``serve``: a loop over framed requests (4-byte big-endian length + JSON) on stdin, answering
   each with a status byte (``0`` PNG, ``1`` error text, ``2`` error text then exit) + 4-byte length +
   payload on stdout.  Before each request the CPU-time soft limit is moved to "used so far +
   ``cpu_s``", so the cap is per render; SIGXCPU kills the worker and the parent starts a new one.
@@ -73,9 +73,26 @@ def serve(cpu_s):  # noqa: ANN001, ANN201
             return 0
 
 
+def apply_limits(memory_mb, cpu_s, output_mb, per_request):  # noqa: ANN001, ANN201
+    """Cap this process before anything else runs in it (the parent passes the numbers).
+
+    Done here rather than in a ``preexec_fn``: that hook runs between fork and exec, which is unsafe
+    when the parent has threads (the rollout engine steps envs from a thread pool).  The child is
+    our own script, so capping itself first is as strong: the SVG it renders cannot run code."""
+    memory = memory_mb * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, resource.RLIM_INFINITY if per_request else cpu_s + 1))
+    output = output_mb * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_FSIZE, (output, output))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
 def main():  # noqa: ANN201
-    if len(sys.argv) > 2 and sys.argv[1] == "--serve":
-        return serve(int(sys.argv[2]))
+    # argv: MODE MEMORY_MB CPU_S OUTPUT_MB, MODE being "serve" or "once"
+    mode, memory_mb, cpu_s, output_mb = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    apply_limits(memory_mb, cpu_s, output_mb, per_request=mode == "serve")
+    if mode == "serve":
+        return serve(cpu_s)
     status, payload = render(json.loads(sys.stdin.buffer.read().decode("utf-8")))
     if status == 0:
         sys.stdout.buffer.write(payload)

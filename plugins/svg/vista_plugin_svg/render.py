@@ -18,7 +18,6 @@ import contextlib
 import io
 import json
 import os
-import resource
 import select
 import struct
 import subprocess
@@ -58,16 +57,9 @@ class RenderResult:
         return self.image is not None
 
 
-def _limit_child(limits: RenderLimits, cpu_hard: int | None = None) -> None:
-    """Runs in the child between fork and exec: caps that cairo cannot walk past."""
-    memory = limits.memory_mb * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-    hard = limits.cpu_s + 1 if cpu_hard is None else cpu_hard
-    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, hard))
-    output = limits.output_mb * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_FSIZE, (output, output))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    os.setsid()
+def _child_command(mode: str, limits: RenderLimits) -> list[str]:
+    """The child interpreter and its caps (it applies them to itself before importing cairo)."""
+    return [sys.executable, "-I", str(CHILD), mode, str(limits.memory_mb), str(limits.cpu_s), str(limits.output_mb)]
 
 
 def _child_env() -> dict[str, str]:
@@ -85,9 +77,8 @@ def render_unchecked(svg: str, width: int, height: int, background: str | None =
     request = json.dumps({"svg": svg, "width": int(width), "height": int(height), "background": background})
     try:
         done = subprocess.run(  # noqa: S603 - fixed interpreter and script, data on stdin
-            [sys.executable, "-I", str(CHILD)], input=request.encode("utf-8"), capture_output=True,
-            timeout=limits.timeout_s, env=_child_env(), preexec_fn=lambda: _limit_child(limits),  # noqa: PLW1509
-            check=False)
+            _child_command("once", limits), input=request.encode("utf-8"), capture_output=True,
+            timeout=limits.timeout_s, env=_child_env(), start_new_session=True, check=False)
     except subprocess.TimeoutExpired:
         return RenderResult(None, f"rendering took longer than {limits.timeout_s:g} s and was stopped", "limit")
     except OSError as exc:
@@ -110,7 +101,7 @@ def render_unchecked(svg: str, width: int, height: int, background: str | None =
 
 
 class RenderWorker:
-    """A long-lived renderer child (``_render_child.py --serve``) under the same caps.
+    """A long-lived renderer child (``_render_child.py serve``) under the same caps.
 
     Why: starting Python and importing cairo costs about half a second; an RL step should not.  The
     worker keeps cairo loaded and renders one framed request at a time.  The caps hold per render:
@@ -130,9 +121,8 @@ class RenderWorker:
     def _start(self) -> subprocess.Popen[bytes]:
         limits = self.limits
         process = subprocess.Popen(  # noqa: S603 - fixed interpreter and script
-            [sys.executable, "-I", str(CHILD), "--serve", str(limits.cpu_s)], stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=_child_env(),
-            preexec_fn=lambda: _limit_child(limits, resource.RLIM_INFINITY))  # noqa: PLW1509
+            _child_command("serve", limits), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, env=_child_env(), start_new_session=True)
         self._process, self._renders = process, 0
         self.starts += 1
         return process
