@@ -106,3 +106,11 @@ def test_encoder_from_module_factory_and_bad_specs():
         load_encoder("no-such-encoder")
     with pytest.raises(TypeError, match="no embed"):
         load_encoder("builtins:dict")
+
+
+def test_tiny_random_encoder_by_name_in_the_env_config():
+    env = vista_rl.make_env(ENV_ID, image_size=56, embedding_weight=1.0, encoder="tiny-random")
+    env.reset(seed=1)
+    result = env.step(env.oracle_response())
+    assert result.info["scores"]["embedding"] == pytest.approx(1.0, abs=1e-5)
+    assert result.reward == pytest.approx(0.5 + 1.0 + 1.0, abs=1e-4)  # format + ssim + embedding
