@@ -16,8 +16,11 @@ A turn whose SVG is missing, refused or fails to render scores 0 and gets the re
 
 from __future__ import annotations
 
+import functools
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Literal
 
 from PIL import Image
@@ -51,20 +54,32 @@ EXAMPLE_SVG = ('<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 100 100"><r
 
 _TARGET_RENDERS: OrderedDict[tuple[str, int], Image.Image] = OrderedDict()  # a pure memo of target pixels
 _TARGET_CACHE_SIZE = 256
+_TARGET_LOCK = threading.Lock()
 
 
 def _cached_render(svg: str, size: int, render: Callable[[str], RenderResult]) -> RenderResult:
-    """Render a target once per process; failures (a timeout on a busy machine) are not remembered."""
+    """Render a target once per process; failures (a timeout on a busy machine) are not remembered.
+    Thread-safe: the rollout engine resets envs from a thread pool."""
     key = (svg, size)
-    if key in _TARGET_RENDERS:
-        _TARGET_RENDERS.move_to_end(key)
-        return RenderResult(_TARGET_RENDERS[key])
+    with _TARGET_LOCK:
+        if key in _TARGET_RENDERS:
+            _TARGET_RENDERS.move_to_end(key)
+            return RenderResult(_TARGET_RENDERS[key])
     result = render(svg)
     if result.image is not None:
-        _TARGET_RENDERS[key] = result.image
-        while len(_TARGET_RENDERS) > _TARGET_CACHE_SIZE:
-            _TARGET_RENDERS.popitem(last=False)
+        with _TARGET_LOCK:
+            _TARGET_RENDERS[key] = result.image
+            while len(_TARGET_RENDERS) > _TARGET_CACHE_SIZE:
+                _TARGET_RENDERS.popitem(last=False)
     return result
+
+
+@functools.lru_cache(maxsize=8)
+def _record_targets(path: str, split: str | None) -> tuple[SvgTarget, ...]:
+    """Record files are read once per process, not once per episode (the engine makes an env per episode)."""
+    from vista_plugin_svg.records import load_svg_icon_targets  # noqa: PLC0415
+
+    return tuple(load_svg_icon_targets(path, split))
 
 
 class SvgEnvConfig(BaseModel):
@@ -126,7 +141,6 @@ class SvgReconstructEnv(Env):
         self.svg_limits = SvgLimits(max_chars=self.config.max_svg_chars, max_depth=self.config.max_depth)
         self.render_limits = RenderLimits(timeout_s=self.config.render_timeout_s, cpu_s=self.config.render_cpu_s,
                                           memory_mb=self.config.render_memory_mb)
-        self._records: list[SvgTarget] | None = None
         self._worker: RenderWorker | None = None
         self._encoder: VisionEncoder | None = None
         self._target: SvgTarget | None = None
@@ -138,13 +152,9 @@ class SvgReconstructEnv(Env):
         self._blank_scores: dict[str, float] = {}
 
     # ---------------------------------------------------------------- targets
-    def _record_targets(self) -> list[SvgTarget]:
-        if self._records is None:
-            from vista_plugin_svg.records import load_svg_icon_targets  # noqa: PLC0415
-
-            assert self.config.records_path is not None  # the config validator guarantees it
-            self._records = load_svg_icon_targets(self.config.records_path, self.config.records_split)
-        return self._records
+    def _record_targets(self) -> tuple[SvgTarget, ...]:
+        assert self.config.records_path is not None  # the config validator guarantees it
+        return _record_targets(str(Path(self.config.records_path).resolve()), self.config.records_split)
 
     def _render(self, svg: str) -> RenderResult:
         size = self.config.image_size
