@@ -233,3 +233,35 @@ def test_envs_share_the_process_pool():
     assert len(pool._workers) == 1 and pool.starts == 1  # one renderer process served both envs
     close_shared_pools()
     assert pool._workers == []
+
+
+def test_mutated_svg_never_raises_and_always_explains():
+    """Seeded mutations of a real target (cut short, bytes flipped, tags spliced in): each turn either
+    renders or says why, and the observation is always well formed."""
+    import random
+
+    from vista_plugin_svg.targets import synthetic_target
+
+    rng = random.Random(0)
+    environment = vista_rl.make_env(ENV_ID, image_size=24, max_turns=64)
+    environment.reset(seed=0)
+    base = synthetic_target(3, 3, 4).svg
+    inserts = ["<", ">", "&", "&amp;", '"', "<!--", "]]>", "<g>", "</svg>", "\x00", "url(", "href=", "\ud800", "<image>"]
+    rendered = refused = 0
+    for _ in range(60):
+        svg = base
+        for _ in range(rng.randint(1, 3)):
+            cut = rng.randrange(len(svg))
+            svg = svg[:cut] + rng.choice(inserts) + svg[cut + rng.randint(0, 3):] if rng.random() < 0.8 else svg[:cut]
+        result = environment.step(f"<think>x</think><answer>{svg}</answer>")
+        assert vista_rl.count_placeholders(result.observation.text) == len(result.observation.images)
+        if result.info["action_valid"]:
+            rendered += 1
+            assert 0.5 <= result.reward <= 1.5
+        else:
+            refused += 1
+            assert result.reward == 0.0 and result.info["render_error"]
+        if result.done:
+            environment.reset(seed=0)
+    assert rendered and refused  # the mutations exercise both paths
+    environment.close()
