@@ -28,7 +28,7 @@ from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import ParseError, fromstring
 
 SVG_NS = "http://www.w3.org/2000/svg"
-XLINK_NS = "http://www.w3.org/1999/xlink"
+XLINK_HREF = "{http://www.w3.org/1999/xlink}href"  # ElementTree's name for xlink:href
 _DTD_RE = re.compile(r"<!\s*(DOCTYPE|ENTITY|ELEMENT|ATTLIST)", re.IGNORECASE)
 _URL_RE = re.compile(r"url\(\s*(['\"]?)(.*?)\1\s*\)", re.IGNORECASE | re.DOTALL)
 _NUMBER_RE = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
@@ -94,7 +94,7 @@ def _check_canvas(element: Element, limits: SvgLimits) -> None:
 def _use_target(element: Element, ids: dict[str, Element]) -> Element | None:
     if _local(element.tag) != "use":
         return None
-    ref = element.get("href") or element.get(f"{{{XLINK_NS}}}href") or ""
+    ref = element.get("href") or element.get(XLINK_HREF) or ""
     return ids.get(ref.strip()[1:]) if ref.strip().startswith("#") else None
 
 
