@@ -37,6 +37,7 @@ FIRST_PARTY_DISTRIBUTIONS: frozenset[str] = frozenset({
     "vista-plugin-openai",
     "vista-plugin-ray",
     "vista-plugin-sokoban",
+    "vista-plugin-svg",
     "vista-plugin-tools",
     "vista-plugin-transformers",
     "vista-plugin-verl",
