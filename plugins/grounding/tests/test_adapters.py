@@ -2,7 +2,13 @@ import json
 
 import pytest
 from PIL import Image
-from vista_plugin_grounding.testing import write_blink, write_sat, write_screenspot_pro, write_screenspot_v2, write_vstar
+from vista_plugin_grounding.testing import (
+    write_blink,
+    write_sat,
+    write_screenspot_pro,
+    write_screenspot_v2,
+    write_vstar,
+)
 
 import vista_rl
 from vista_rl_sdk import check_env

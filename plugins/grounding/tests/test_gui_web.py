@@ -66,7 +66,7 @@ def test_gui_point_in_box_reward_and_unique_point_bonus():
     x1, y1, x2, y2 = info["target_box"]
     inside = ((x1 + x2) // 2, (y1 + y2) // 2)
     outside = (x2 + 40, y2 + 40)
-    think = f"<think>Looked at (5, 5), (100, 100) and (104, 104).</think>"  # 2 unique points (10 px rule)
+    think = "<think>Looked at (5, 5), (100, 100) and (104, 104).</think>"  # 2 unique points (10 px rule)
     cases = {f"{think}<answer> ({inside[0]}, {inside[1]}) </answer>": 0.6 + 0.4 * 1.2,
              f"{think}<answer> ({outside[0]}, {outside[1]}) </answer>": 0.4 * 1.2,
              f"<think>here</think><answer>{inside[0]}, {inside[1]}</answer>": 1.0}

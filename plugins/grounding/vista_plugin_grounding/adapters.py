@@ -32,6 +32,7 @@ from typing import Any, Literal
 
 from PIL import Image as PILImage
 from vista_plugin_datasets.records import TaskDataset, _materialize, read_table
+
 from vista_rl import TaskRecord
 
 _LETTER = re.compile(r"^\(?([A-Za-z])\)?$")

@@ -16,12 +16,12 @@ from typing import Any
 
 from PIL import Image
 from pydantic import Field
+from vista_plugin_vqa.base import Problem
+from vista_plugin_vqa.records import RecordSource, load_images, load_records
 
 from vista_plugin_grounding.coords import parse_point
 from vista_plugin_grounding.grounded import GroundedConfig, GroundedQAEnv, RewardMode
 from vista_plugin_grounding.page import app_window
-from vista_plugin_vqa.base import Problem
-from vista_plugin_vqa.records import RecordSource, load_images, load_records
 
 GROUNDING_INSTRUCTIONS = (
     "This is a screenshot. Find the element the instruction refers to. In <think>, name the places you "

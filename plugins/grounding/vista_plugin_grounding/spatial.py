@@ -22,9 +22,9 @@ from PIL import Image, ImageDraw
 from pydantic import Field
 from vista_plugin_judges.choice import format_choices
 from vista_plugin_visual_search.scene import COLOURS, DISTRACTOR_SHAPES, draw_shape
+from vista_plugin_vqa.base import Problem
 
 from vista_plugin_grounding.grounded import GroundedConfig, GroundedQAEnv
-from vista_plugin_vqa.base import Problem
 
 QuestionType = Literal["left_right", "above_below", "closest", "larger", "perspective"]
 QUESTION_TYPES: tuple[QuestionType, ...] = ("left_right", "above_below", "closest", "larger", "perspective")

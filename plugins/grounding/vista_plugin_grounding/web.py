@@ -13,10 +13,10 @@ import re
 from typing import Any, Literal
 
 from pydantic import Field
+from vista_plugin_vqa.base import Problem
 
 from vista_plugin_grounding.grounded import GroundedConfig, GroundedQAEnv
 from vista_plugin_grounding.page import Widget, shop_page
-from vista_plugin_vqa.base import Problem
 from vista_rl import Judge, JudgeResult
 
 TaskKind = Literal["add_cheapest", "add_named", "details_priciest", "open_product", "open_cart"]
