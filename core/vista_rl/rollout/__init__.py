@@ -13,6 +13,7 @@ from vista_rl.rollout.model_workers import (
     make_chunks,
     make_pool,
     run_chunk,
+    warm_up,
 )
 from vista_rl.rollout.token_view import TokenViewBuilder
 from vista_rl.rollout.turn import (
@@ -33,5 +34,5 @@ __all__ = [
     "RolloutEngine", "RolloutMetrics", "RolloutTimings", "TokenViewBuilder", "ToolExecution", "TurnOutcome",
     "add_timings", "episode_specs", "execute_tool_calls", "failed_trajectory", "make_backend", "make_chunks",
     "make_pool", "parse_tool_calls", "reflection_message", "run_chunk", "step_outcome", "take_turn", "tool_context",
-    "tool_outcome",
+    "tool_outcome", "warm_up",
 ]

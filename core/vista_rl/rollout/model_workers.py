@@ -68,6 +68,13 @@ def make_backend(config: RunConfig) -> ModelBackend:
     return vista_rl.make_model(config.model.backend, **kwargs)
 
 
+def warm_up(config: RunConfig) -> None:
+    """Make and close one env of the run, so plugin imports happen while the worker starts, not in
+    its first chunk.  A failure here is not the worker's: episodes record it themselves."""
+    with contextlib.suppress(Exception):
+        vista_rl.make_env(config.env.id, **config.env.config).close()
+
+
 def run_chunk(backend: ModelBackend, config: RunConfig, specs: Sequence[EpisodeSpec]) -> Iterator[Trajectory | RolloutTimings]:
     """Run one chunk on a fresh engine: its trajectories (local ``episode_index``), then its timings."""
     with RolloutEngine(backend, config.rollout, seed=config.seed) as engine:
@@ -111,6 +118,7 @@ def _process_main(config_json: str, worker: int, connection: Connection) -> None
     try:
         config = RunConfig.model_validate_json(config_json)
         backend = make_backend(config)
+        warm_up(config)
     except BaseException as exc:  # noqa: BLE001 - reported to the driver, which raises a clear error
         connection.send(("error", f"{type(exc).__name__}: {exc}"))
         return

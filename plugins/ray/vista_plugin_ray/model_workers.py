@@ -28,6 +28,7 @@ from vista_rl.rollout import (
     make_backend,
     make_chunks,
     run_chunk,
+    warm_up,
 )
 
 
@@ -38,6 +39,7 @@ class ModelWorker:
         vista_rl.load_plugins()
         self.config = RunConfig.model_validate_json(config_json)
         self.backend = make_backend(self.config)
+        warm_up(self.config)
 
     def ready(self) -> bool:
         return True
