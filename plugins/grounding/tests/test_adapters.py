@@ -93,3 +93,30 @@ def test_missing_roots_say_what_is_wrong(tmp_path):
         vista_rl.make_dataset("screenspot_v2", root=str(tmp_path))
     with pytest.raises(FileNotFoundError, match="no data files"):
         vista_rl.make_dataset("sat2", root=str(tmp_path))
+
+
+def test_screenspot_zoom_cuts_from_the_original_screenshot(tmp_path):
+    import numpy as np
+
+    from vista_rl import ToolContext, parse_response
+
+    root = write_screenspot_v2(tmp_path / "ScreenSpot-v2")
+    env = vista_rl.make_env("grounding/screenspot-v0", dataset="screenspot_v2",
+                            dataset_config={"root": str(root)}, max_side=800)
+    observation, info = env.reset(seed=1)
+    images = list(observation.images)
+    zoom = env.oracle_response()
+    call = parse_response(zoom).tool_calls[0]
+    tool = vista_rl.make_tool(call.name)
+    sharp = tool(call.arguments, ToolContext(images=images, metadata=env.tool_context_metadata())).images[0]
+    blurry = tool(call.arguments, ToolContext(images=images)).images[0]  # from the downscaled view
+
+    def edge_energy(image):
+        grey = np.asarray(image.convert("L")).astype(float)
+        return float(np.abs(np.diff(grey, axis=1)).mean() + np.abs(np.diff(grey, axis=0)).mean())
+
+    assert sharp.size == blurry.size and edge_energy(sharp) > 1.2 * edge_energy(blurry)
+    result = env.step(zoom)
+    assert not result.done and result.info["action_valid"] and result.info["tool_calls"]
+    final = env.step(env.oracle_response())
+    assert final.info["success"] and final.reward == pytest.approx(0.6 + 0.4)
