@@ -64,16 +64,22 @@ def _font(size: int) -> ImageFont.FreeTypeFont | ImageFont.ImageFont:
     return ImageFont.load_default(size=size)
 
 
+def _bbox(draw: ImageDraw.ImageDraw, text: str, font: ImageFont.FreeTypeFont | ImageFont.ImageFont) -> tuple[int, int, int, int]:
+    """Text extent in whole pixels (widget boxes are integer pixel boxes)."""
+    left, top, right, bottom = draw.textbbox((0, 0), text, font=font)
+    return int(left), int(top), int(round(right)), int(round(bottom))
+
+
 def _text(draw: ImageDraw.ImageDraw, xy: tuple[float, float], text: str, size: int, fill: str = "black") -> tuple[int, int]:
     font = _font(size)
-    left, top, right, bottom = draw.textbbox((0, 0), text, font=font)
+    left, top, right, bottom = _bbox(draw, text, font)
     draw.text((xy[0] - left, xy[1] - top), text, fill=fill, font=font)
     return right - left, bottom - top
 
 
 def _button(draw: ImageDraw.ImageDraw, x: int, y: int, label: str, size: int, fill: str = "#e8e8e8") -> tuple[int, int, int, int]:
     font = _font(size)
-    left, top, right, bottom = draw.textbbox((0, 0), label, font=font)
+    left, top, right, bottom = _bbox(draw, label, font)
     w, h = right - left + 16, bottom - top + 10
     draw.rounded_rectangle((x, y, x + w, y + h), radius=4, fill=fill, outline="#888888")
     draw.text((x + 8 - left, y + 5 - top), label, fill="black", font=font)
@@ -138,7 +144,7 @@ def app_window(seed: int, width: int = 960, height: int = 600) -> Screen:
     x = width - 20
     for label in rng.sample(BUTTONS, rng.randint(3, 5)):
         font = _font(font_size)
-        left, _, right, _ = draw.textbbox((0, 0), label, font=font)
+        left, _, right, _ = _bbox(draw, label, font)
         x -= right - left + 16
         box = _button(draw, x, height - 46, label, font_size, fill="#4a7fd6" if label in ("Save", "Submit") else "#e8e8e8")
         widgets.append(Widget("button", label, box))
@@ -188,7 +194,7 @@ def shop_page(seed: int, width: int = 960, height: int = 600, cards: int = 6, ma
         for widget in widgets:
             tag = f"[{widget.id}]"
             font = _font(10)
-            left, top, right, bottom = draw.textbbox((0, 0), tag, font=font)
+            left, top, right, bottom = _bbox(draw, tag, font)
             x, y = widget.box[0], max(0, widget.box[1] - (bottom - top) - 4)
             draw.rectangle((x, y, x + right - left + 4, y + bottom - top + 4), fill=(200, 30, 30))
             draw.text((x + 2 - left, y + 2 - top), tag, fill="white", font=font)

@@ -77,7 +77,7 @@ class RayModelWorkerPool:
         actor_class = ray.remote(max_restarts=0, max_task_retries=0)(ModelWorker)
         actor_options = dict(options.get("actor_options") or {"num_cpus": 0})
         config_json = config.model_dump_json()
-        self._actors = [actor_class.options(**actor_options).remote(config_json) for _ in range(workers)]
+        self._actors: list[Any] = [actor_class.options(**actor_options).remote(config_json) for _ in range(workers)]
         self._alive = set(range(workers))
         try:
             ray.get([actor.ready.remote() for actor in self._actors], timeout=float(options.get("start_timeout_s", 600)))
