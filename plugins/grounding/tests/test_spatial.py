@@ -75,3 +75,13 @@ def test_oracle_solves_every_question_type_with_grounded_points():
         env.reset(seed=seed)
         result = env.step(env.oracle_response())
         assert result.info["success"] and result.info["grounded"] and result.reward == pytest.approx(1.0)
+
+
+def test_envs_judges_and_datasets_are_registered_by_this_plugin():
+    host = vista_rl.host()
+    for kind, ids in {"envs": ["grounding/spatial-v0", "grounding/gui-v0", "grounding/screenspot-v0",
+                               "grounding/web-action-v0"],
+                      "judges": ["grounding/click"],
+                      "datasets": ["sat2", "blink", "screenspot_v2", "screenspot_pro", "vstar_bench"]}.items():
+        for item in ids:
+            assert host.spec(kind, item).distribution == "vista-plugin-grounding", (kind, item)
