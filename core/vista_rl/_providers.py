@@ -30,6 +30,7 @@ FIRST_PARTY_DISTRIBUTIONS: frozenset[str] = frozenset({
     "vista-plugin-envserver",
     "vista-plugin-frozenlake",
     "vista-plugin-gamekit",
+    "vista-plugin-grounding",
     "vista-plugin-gymnasium",
     "vista-plugin-judges",
     "vista-plugin-navigation",

@@ -56,6 +56,12 @@ class RolloutSection(Section):
     episodes: int = Field(20, ge=1, description="seeds per eval run (B); each runs group_size samples")
     batch_size: int = Field(64, ge=1, description="most episodes alive at once (one model call per turn)")
     max_workers: int | None = Field(None, ge=1, description="env/tool threads (default: batch_size)")
+    model_workers: int = Field(1, ge=1, description="eval: model workers, each with its own backend "
+                               "(vista_rl.rollout.model_workers)")
+    model_worker_mode: Literal["process", "ray"] = Field("process", description="model workers as processes or "
+                                                         "Ray actors (vista-plugin-ray)")
+    model_worker_options: dict[str, Any] = Field(default_factory=dict, description="pool options, e.g. "
+                                                 "start_timeout_s; Ray: actor_options={num_gpus: 1}")
     tool_response_role: Literal["user", "tool"] = Field(
         "user", description="role of the message carrying tool results back to the model")
     describe_tools: bool = Field(True, description="append the env's tool schemas to its system prompt")

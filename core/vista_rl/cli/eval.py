@@ -33,7 +33,7 @@ from vista_rl.config import RunConfig, load_config
 from vista_rl.errors import VistaError
 from vista_rl.model import ModelBackend
 from vista_rl.model_paths import ModelPathError, check_model_path
-from vista_rl.rollout import RolloutEngine, RolloutMetrics, episode_specs
+from vista_rl.rollout import RolloutEngine, RolloutMetrics, episode_specs, make_pool
 from vista_rl.store import RunWriter
 from vista_rl.store.layout import CONFIG_FILE, TRAJECTORIES_FILE
 from vista_rl.trajectory import Trajectory
@@ -53,6 +53,8 @@ _FLAG_KEYS = {
     "max_tokens": "rollout.sampling.max_tokens",
     "batch_size": "rollout.batch_size",
     "window_size": "rollout.window_size",
+    "model_workers": "rollout.model_workers",
+    "model_worker_mode": "rollout.model_worker_mode",
 }
 
 
@@ -143,7 +145,17 @@ def _check_resumable(config: RunConfig, out: Path) -> None:
                 f"env.{key}={now.get(key)!r}; choose a new --out for a different eval")
 
 
-def run_eval(config: RunConfig, backend: ModelBackend, console: Console, html: bool = True,
+def _episode_runner(config: RunConfig, backend: ModelBackend | None) -> Any:
+    """One rollout engine on ``backend``, or with ``rollout.model_workers > 1`` a pool of model
+    workers that each build their own backend (same ``stream``/``timings``/context-manager shape)."""
+    if config.rollout.model_workers > 1:
+        return make_pool(config)
+    if backend is None:
+        raise ValueError("run_eval needs a backend unless rollout.model_workers > 1")
+    return RolloutEngine(backend, config.rollout, seed=config.seed)
+
+
+def run_eval(config: RunConfig, backend: ModelBackend | None, console: Console, html: bool = True,
              resume: bool = False) -> dict[str, Any]:
     """Run the eval described by ``config`` and write its run directory; returns the summary.
 
@@ -159,7 +171,7 @@ def run_eval(config: RunConfig, backend: ModelBackend, console: Console, html: b
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
                TextColumn("success {task.fields[success]}"), TimeElapsedColumn(), TimeRemainingColumn())
     with RunWriter(out, config, html=html, resume=resume) as writer, \
-            RolloutEngine(backend, rollout, seed=config.seed) as engine:
+            _episode_runner(config, backend) as engine:
         seen_seeds: set[int | None] = set()
         unreadable = 0
         for record in writer.existing:
@@ -187,6 +199,9 @@ def run_eval(config: RunConfig, backend: ModelBackend, console: Console, html: b
             "seeds": len(seen_seeds), "group_size": rollout.group_size, **metrics.summary(),
             "timings": engine.timings.to_dict(),
         }
+        if rollout.model_workers > 1:
+            summary["model_workers"] = {"mode": rollout.model_worker_mode, "workers": rollout.model_workers,
+                                        "episodes_per_worker": list(engine.episodes_per_worker)}
         if resume:
             summary["resumed"] = {"recorded_before": len(writer.existing), "run_now": len(todo),
                                   "repaired_bytes": writer.repaired_bytes, "unreadable_records": unreadable}
@@ -214,6 +229,10 @@ def run_eval(config: RunConfig, backend: ModelBackend, console: Console, html: b
 @click.option("--max-tokens", default=None, type=click.IntRange(min=1), help="New tokens per turn.")
 @click.option("--batch-size", default=None, type=click.IntRange(min=1), help="Episodes alive at once.")
 @click.option("--window-size", default=None, type=click.IntRange(min=1), help="Keep only the last K turns.")
+@click.option("--model-workers", default=None, type=click.IntRange(min=1),
+              help="Model workers, each with its own backend (rollout.model_workers; default 1).")
+@click.option("--model-worker-mode", default=None, type=click.Choice(["process", "ray"]),
+              help="Model workers as processes or Ray actors (rollout.model_worker_mode; default process).")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Run directory (default runs/eval-ENV-TIME).")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE", help="Config override, e.g. rollout.window_size=2.")
@@ -243,12 +262,20 @@ def eval_command(ctx: click.Context, config_file: Path | None, config_option: Pa
             f"{out} already holds trajectories of an earlier run; choose a new --out, or pass --resume "
             "to keep them and run only the missing episodes")
     check_env(config)
-    backend = build_backend(config)
+    if config.rollout.model_workers > 1:  # each worker builds its own backend; check the path here
+        try:
+            check_model_path(config.model.path)
+        except ModelPathError as exc:
+            raise click.ClickException(f"could not start model backend {config.model.backend}: {exc}") from None
+        backend = None
+    else:
+        backend = build_backend(config)
     console = Console()
     try:
         summary = run_eval(config, backend, console, html=not no_html, resume=resume)
     finally:
-        backend.close()
+        if backend is not None:
+            backend.close()
     console.print(metrics_table(summary, f"{config.env.id} · {summary['model']}"))
     if summary["failures"]:
         console.print(f"[dark_orange]{summary['failures']} episode(s) failed; e.g. "

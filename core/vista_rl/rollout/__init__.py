@@ -3,6 +3,18 @@ engine shares (:mod:`vista_rl.rollout.turn`) and rollout metrics."""
 
 from vista_rl.rollout.engine import EpisodeSpec, RolloutEngine, RolloutTimings, episode_specs
 from vista_rl.rollout.metrics import RolloutMetrics
+from vista_rl.rollout.model_workers import (
+    Chunk,
+    ModelWorkerError,
+    ProcessModelWorkerPool,
+    add_timings,
+    failed_trajectory,
+    make_backend,
+    make_chunks,
+    make_pool,
+    run_chunk,
+    warm_up,
+)
 from vista_rl.rollout.token_view import TokenViewBuilder
 from vista_rl.rollout.turn import (
     MAX_TOOL_CALLS_PER_TURN,
@@ -18,7 +30,9 @@ from vista_rl.rollout.turn import (
 )
 
 __all__ = [
-    "MAX_TOOL_CALLS_PER_TURN", "EpisodeSpec", "RolloutEngine", "RolloutMetrics", "RolloutTimings",
-    "TokenViewBuilder", "ToolExecution", "TurnOutcome", "episode_specs", "execute_tool_calls", "parse_tool_calls",
-    "reflection_message", "step_outcome", "take_turn", "tool_context", "tool_outcome",
+    "MAX_TOOL_CALLS_PER_TURN", "Chunk", "EpisodeSpec", "ModelWorkerError", "ProcessModelWorkerPool",
+    "RolloutEngine", "RolloutMetrics", "RolloutTimings", "TokenViewBuilder", "ToolExecution", "TurnOutcome",
+    "add_timings", "episode_specs", "execute_tool_calls", "failed_trajectory", "make_backend", "make_chunks",
+    "make_pool", "parse_tool_calls", "reflection_message", "run_chunk", "step_outcome", "take_turn", "tool_context",
+    "tool_outcome", "warm_up",
 ]

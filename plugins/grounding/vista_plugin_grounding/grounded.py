@@ -1,0 +1,78 @@
+"""The shared base of this plugin's envs: ViGoRL's grounded-reasoning reward on top of the QA env.
+
+``reward_mode="single_turn"`` (SAT-2, V*, web grounding without tools): reward =
+``correct_reward·acc + coordinate_reward·(format·coordinate)`` with the defaults 0.5 / 0.5, where
+``coordinate`` is 1 when the ``<think>`` text cites at least one integer ``(x, y)``.  The format term
+is implicit: an answer with a broken format never reaches judging (it is feedback, reward 0).
+
+``reward_mode="multi_turn"`` (zoom turns): reward = ``0.6·acc + 0.4·format`` with format =
+``1 + 0.2·(unique points − 1)``, points from ``<think>`` text and tool-call coordinates, unique when
+at least 10 px apart (so format can exceed 1, as in ViGoRL).
+
+As in ViGoRL, intermediate points are never rewarded for being *right*; whether any lands on the
+objects the question is about is reported as ``info["grounded"]`` (a metric only).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field, model_validator
+from vista_plugin_judges.boxes import point_in_box
+from vista_plugin_vqa.base import QAEnvConfig, ToolQAEnv
+
+from vista_plugin_grounding.coords import format_bonus, think_points, unique_points
+from vista_rl import ParsedResponse
+
+RewardMode = Literal["single_turn", "multi_turn"]
+_WEIGHTS: dict[str, tuple[float, float]] = {"single_turn": (0.5, 0.5), "multi_turn": (0.6, 0.4)}
+
+
+class GroundedConfig(QAEnvConfig):
+    reward_mode: RewardMode = Field("single_turn", description="ViGoRL's single-turn or multi-turn reward")
+    correct_reward: float = Field(0.5, description="weight of answer accuracy (multi_turn default 0.6)")
+    coordinate_reward: float = Field(0.5, ge=0.0, description="weight of the grounded-format term "
+                                                                "(multi_turn default 0.4)")
+    unique_distance: float = Field(10.0, gt=0, description="points closer than this count once (pixels)")
+
+    @model_validator(mode="after")
+    def _mode_weights(self) -> GroundedConfig:
+        acc, coord = _WEIGHTS[self.reward_mode]
+        if "correct_reward" not in self.model_fields_set:
+            self.correct_reward = acc
+        if "coordinate_reward" not in self.model_fields_set:
+            self.coordinate_reward = coord
+        return self
+
+
+class GroundedQAEnv(ToolQAEnv):
+    """Subclasses put ``target_boxes`` (shown-image pixels) into ``Problem.info`` for the metric."""
+
+    config_class: type[QAEnvConfig] = GroundedConfig
+    config: GroundedConfig
+
+    def cited_points(self) -> list[tuple[float, float]]:
+        """Points in every ``<think>`` so far, then every tool call's ``coordinate``."""
+        thinks = [text for parsed in self.responses for text in parsed.fields.get("think", [])]
+        points = think_points(thinks)
+        for call in self.tool_calls:
+            coordinate = (call.get("arguments") or {}).get("coordinate")
+            if isinstance(coordinate, (list, tuple)) and len(coordinate) == 2:
+                try:
+                    points.append((float(coordinate[0]), float(coordinate[1])))
+                except (TypeError, ValueError):
+                    continue
+        return points
+
+    def extra_reward(self, parsed: ParsedResponse, final: bool) -> tuple[float, dict[str, Any]]:
+        points = self.cited_points()
+        unique = unique_points(points, self.config.unique_distance)
+        if self.config.reward_mode == "single_turn":
+            term = 1.0 if unique else 0.0
+        else:
+            term = format_bonus(len(unique))
+        boxes = (self.problem.info.get("target_boxes") if self.problem else None) or []
+        grounded = any(point_in_box(p, box) for p in points for box in boxes)
+        return self.config.coordinate_reward * term, {
+            "points_cited": len(points), "unique_points": len(unique), "grounded": grounded,
+            "coordinate_term": term}
