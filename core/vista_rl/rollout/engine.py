@@ -234,7 +234,9 @@ class RolloutEngine:
         for tool_id in env.tools:
             with self._tool_lock:
                 if tool_id not in self._tool_cache:
-                    self._tool_cache[tool_id] = vista_rl.make_tool(tool_id)
+                    override = self.settings.tools.get(tool_id)
+                    self._tool_cache[tool_id] = (vista_rl.make_tool(override.use or tool_id, **override.config)
+                                                 if override is not None else vista_rl.make_tool(tool_id))
                 tool = self._tool_cache[tool_id]
             tools[tool.name or tool_id] = tool
         tools.update(self.extra_tools)
