@@ -124,6 +124,8 @@ class RayToolTransport:
                 return
             self._closed = True
             workers = list(self._workers)
+        if not ray.is_initialized():  # the cluster is gone, and its actors with it
+            return
         for handle in workers:
             try:
                 ray.kill(handle, no_restart=True)
