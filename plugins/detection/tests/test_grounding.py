@@ -8,10 +8,15 @@ from pathlib import Path
 
 import pytest
 from PIL import Image, ImageChops
+from vista_plugin_detection.detector import (
+    DetectionRequest,
+    ZeroShotDetector,
+    grounding_caption,
+    split_caption,
+)
+from vista_plugin_detection.grounding import GroundingTool
 
 import vista_rl
-from vista_plugin_detection.detector import DetectionRequest, ZeroShotDetector, grounding_caption, split_caption
-from vista_plugin_detection.grounding import GroundingTool
 from vista_rl import ToolContext
 from vista_rl_sdk import check_tool
 

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 from PIL import Image
+from vista_plugin_detection.vlm_tool import ChartToTableTool, DescribeRegionTool, VLMTool
 
 import vista_rl
-from vista_plugin_detection.vlm_tool import ChartToTableTool, DescribeRegionTool, VLMTool
 from vista_rl import ToolContext
 from vista_rl_sdk import check_tool
 

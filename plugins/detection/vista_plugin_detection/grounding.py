@@ -17,11 +17,11 @@ from typing import Any
 
 from PIL import Image, ImageDraw
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+from vista_plugin_tools.base import ImageTool, ToolInputError, as_rgb, pick_image
+from vista_plugin_tools.overlay import COLOURS, font
 
 from vista_plugin_detection.batching import MicroBatcher
 from vista_plugin_detection.detector import Detection, DetectionRequest, ZeroShotDetector, split_caption
-from vista_plugin_tools.base import ImageTool, ToolInputError, as_rgb, pick_image
-from vista_plugin_tools.overlay import COLOURS, font
 from vista_rl import ToolContext, ToolResult
 
 DEFAULT_MODEL = "IDEA-Research/grounding-dino-tiny"

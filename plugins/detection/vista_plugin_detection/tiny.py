@@ -58,7 +58,13 @@ def _grounding_dino(path: Path, seed: int) -> None:
 
 def _owlv2(path: Path, seed: int) -> None:
     import torch
-    from transformers import CLIPTokenizer, Owlv2Config, Owlv2ForObjectDetection, Owlv2ImageProcessor, Owlv2Processor
+    from transformers import (
+        CLIPTokenizer,
+        Owlv2Config,
+        Owlv2ForObjectDetection,
+        Owlv2ImageProcessor,
+        Owlv2Processor,
+    )
 
     # CLIP's BPE with no merges: whole known words are tokens, anything else splits into letters.
     vocab: dict[str, int] = {}

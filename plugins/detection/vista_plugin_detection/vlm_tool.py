@@ -20,10 +20,10 @@ from typing import Annotated, Any
 
 from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field
+from vista_plugin_tools.base import ImageTool, ToolInputError, as_rgb, clamp_box, fmt, pick_image
 
 import vista_rl
 from vista_plugin_detection.batching import MicroBatcher
-from vista_plugin_tools.base import ImageTool, ToolInputError, as_rgb, clamp_box, fmt, pick_image
 from vista_rl import IMAGE_PLACEHOLDER, Message, ModelBackend, SamplingParams, ToolContext, ToolResult
 from vista_rl.observation import Chat
 

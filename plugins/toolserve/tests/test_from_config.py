@@ -4,11 +4,11 @@ rollout engine: the env still asks for ``crop_zoom``; the run makes ``http/crop_
 from __future__ import annotations
 
 import pytest
-
 from vista_plugin_toolserve.proxy import ServedTool
 from vista_plugin_toolserve.services import close_all
-from vista_rl.backends.scripted import ScriptedBackend
+
 from vista_rl import ConfigError
+from vista_rl.backends.scripted import ScriptedBackend
 from vista_rl.config import RolloutSection, RunConfig, validate_config
 from vista_rl.rollout import RolloutEngine
 from vista_rl.rollout.engine import EpisodeSpec

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import httpx
 import pytest
-
-import vista_rl
 from vista_plugin_toolserve.http_client import HttpToolTransport, LocalToolServer
 from vista_plugin_toolserve.proxy import ServedTool, served_tool
 from vista_plugin_toolserve.services import http_tool
+
+import vista_rl
 from vista_rl import ToolContext
 
 

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import msgpack
 import pytest
-
 from vista_plugin_envserver.codec import CodecError
 from vista_plugin_toolserve.wire import decode_call, decode_result, encode_call, encode_result
+
 from vista_rl import ToolContext, ToolResult
 
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import httpx
 import msgpack
-
 from vista_plugin_envserver.codec import CONTENT_TYPE, CodecError
+
 from vista_plugin_toolserve.wire import decode_result, encode_call
 from vista_rl import ToolContext, ToolResult, VistaError
 

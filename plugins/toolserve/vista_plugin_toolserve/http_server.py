@@ -22,9 +22,9 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
+from vista_plugin_envserver.codec import CONTENT_TYPE, CodecError
 
 import vista_rl
-from vista_plugin_envserver.codec import CONTENT_TYPE, CodecError
 from vista_plugin_toolserve.wire import decode_call, encode_result
 from vista_rl import Tool
 from vista_rl.serving import BearerAuth, BodyTooLarge, read_limited_body

@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import threading
@@ -127,7 +128,5 @@ class RayToolTransport:
         if not ray.is_initialized():  # the cluster is gone, and its actors with it
             return
         for handle in workers:
-            try:
+            with contextlib.suppress(Exception):  # already dead
                 ray.kill(handle, no_restart=True)
-            except Exception:  # noqa: BLE001 - already dead or Ray shut down
-                pass

@@ -10,6 +10,7 @@ also tied to this process with ``--parent-pid``).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import json
 import threading
 from typing import Any
@@ -73,10 +74,8 @@ def close_all() -> None:
         made = list(_made.values())
         _made.clear()
     for tool in made:
-        try:
+        with contextlib.suppress(Exception):  # best effort at shutdown
             tool.close()
-        except Exception:  # noqa: BLE001 - best effort at shutdown
-            pass
 
 
 atexit.register(close_all)

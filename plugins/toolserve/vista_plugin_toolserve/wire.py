@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 from PIL import Image
-
 from vista_plugin_envserver.codec import CodecError, decode_image, encode_image, wire_text
+
 from vista_rl import ToolContext, ToolResult
 from vista_rl._jsonable import json_default
 
