@@ -123,3 +123,16 @@ def test_calls_from_many_episodes_become_one_backend_call(tiny_model_dir: Path) 
     assert sum(len(chats) for chats in recording.calls) == 6
     assert len(recording.calls) < 6 and max(len(chats) for chats in recording.calls) > 1
     assert tool.batcher.stats.largest == max(len(chats) for chats in recording.calls)
+
+
+def test_vista_tools_lists_the_detector_and_vlm_tools() -> None:
+    from click.testing import CliRunner
+
+    from vista_rl.cli.main import build_cli
+
+    result = CliRunner().invoke(build_cli(), ["tools", "--json"])
+    assert result.exit_code == 0, result.output
+    listed = result.output
+    for tool_id in ("detection/grounding-dino", "detection/vlm", "detection/chart-to-table",
+                    "detection/describe-region"):
+        assert f'"{tool_id}"' in listed

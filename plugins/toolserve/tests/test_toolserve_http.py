@@ -6,6 +6,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -19,7 +20,7 @@ from vista_rl import ToolContext
 
 
 @pytest.fixture(scope="module")
-def mark_server() -> LocalToolServer:
+def mark_server() -> Iterator[LocalToolServer]:
     server = LocalToolServer("mark", {}, threads=4)
     yield server
     server.close()

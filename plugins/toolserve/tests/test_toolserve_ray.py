@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -19,13 +20,16 @@ from vista_plugin_toolserve.ray_service import RayToolTransport  # noqa: E402
 
 
 @pytest.fixture(scope="module", autouse=True)
-def local_ray() -> None:
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+def local_ray() -> Iterator[None]:
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield
     from vista_plugin_toolserve.services import close_all
 
     close_all()
-    ray.shutdown()
+    if started:
+        ray.shutdown()
 
 
 def test_ray_tool_matches_the_local_tool(context: ToolContext) -> None:
