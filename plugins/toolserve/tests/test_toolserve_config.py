@@ -44,3 +44,14 @@ def test_override_section_rejects_typos() -> None:
     data = {"env": {"id": ENV}, "rollout": {"tools": {"crop_zoom": {"use": "ray/crop_zoom", "config": {"replicas": 2}}}}}
     config = validate_config(RunConfig, data)
     assert config.rollout.tools["crop_zoom"].config == {"replicas": 2}
+
+
+def test_verl_dataset_rows_carry_the_tool_overrides() -> None:
+    """The verl engine ships ``rollout`` settings to its agent-loop workers in each dataset row."""
+    import json
+
+    dataset = pytest.importorskip("vista_plugin_verl.dataset")
+    rollout = RolloutSection(tools={"crop_zoom": {"use": "ray/crop_zoom", "config": {"replicas": 2}}})
+    (row,) = dataset.env_rows(ENV, {}, [7], "train", 3, rollout=rollout.model_dump())
+    back = RolloutSection(**json.loads(row["extra_info"]["rollout"]))
+    assert back.tools == rollout.tools
