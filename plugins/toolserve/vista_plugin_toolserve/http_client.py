@@ -13,6 +13,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from typing import Any
@@ -53,7 +54,7 @@ class LocalToolServer:
         self.port = 0
         self._process: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
-        self._log = b""
+        self._log_file: Any = None
         self._start()
 
     @property
@@ -69,12 +70,15 @@ class LocalToolServer:
         command = [sys.executable, "-m", "vista_plugin_toolserve.http_server", "--tool", self.tool,
                    "--config", self.config_json, "--host", self.host, "--port", str(self.port),
                    "--threads", str(self.threads), "--parent-pid", str(os.getpid())]
-        self._process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # stderr to a file, not a pipe: nobody drains a pipe after start-up, and a full one blocks the server
+        if self._log_file is not None:
+            self._log_file.close()
+        self._log_file = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the server process
+        self._process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=self._log_file)
         deadline = time.monotonic() + self.start_timeout_s
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
-                error = (self._process.stderr.read() if self._process.stderr else b"").decode(errors="replace")
-                raise ToolServerError(f"the tool server for {self.tool!r} exited on start:\n{error[-2000:]}")
+                raise ToolServerError(f"the tool server for {self.tool!r} exited on start:\n{self.log_tail()}")
             try:
                 if httpx.get(f"{self.url}/health", timeout=2.0).status_code == 200:
                     return
@@ -83,6 +87,15 @@ class LocalToolServer:
             time.sleep(0.1)
         self.close()
         raise ToolServerError(f"the tool server for {self.tool!r} did not start within {self.start_timeout_s:g}s")
+
+    def log_tail(self, limit: int = 2000) -> str:
+        """The end of the server's stderr (start-up errors, tracebacks)."""
+        if self._log_file is None:
+            return ""
+        self._log_file.seek(0, os.SEEK_END)
+        size = self._log_file.tell()
+        self._log_file.seek(max(0, size - limit))
+        return self._log_file.read().decode(errors="replace")
 
     def alive(self) -> bool:
         return self._process is not None and self._process.poll() is None
