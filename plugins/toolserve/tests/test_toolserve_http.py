@@ -82,3 +82,52 @@ def test_killed_mid_call(tiny_detector: Path, context: ToolContext) -> None:
     found = tool({"caption": "red car", "box_threshold": 0.0}, context)
     assert not found.error and '"num_detections"' in found.text
     tool.close()
+
+
+def test_a_server_that_cannot_start_says_why() -> None:
+    from vista_plugin_toolserve.http_client import ToolServerError
+
+    with pytest.raises(ToolServerError, match="exited on start") as caught:
+        LocalToolServer("no-such/tool", {}, start_timeout_s=120)
+    assert "no-such/tool" in str(caught.value)
+
+
+def test_tool_server_command_checks_ids_and_config() -> None:
+    from click.testing import CliRunner
+
+    from vista_rl.cli.main import build_cli
+
+    unknown = CliRunner().invoke(build_cli(), ["tool-server", "--tool", "no-such/tool"])
+    assert unknown.exit_code != 0
+    bad_set = CliRunner().invoke(build_cli(), ["tool-server", "--tool", "mark", "--set", "ocr:language=deu"])
+    assert bad_set.exit_code != 0 and "TOOL_ID:KEY=VALUE" in bad_set.output
+
+
+def test_vlm_as_tool_served_over_http(context: ToolContext) -> None:
+    pytest.importorskip("vista_plugin_detection")
+    tool = http_tool("detection/chart-to-table", config={"backend": "scripted",
+                                                         "backend_config": {"responses": ["| year | sales |"]}})
+    try:
+        assert tool.name == "chart_to_table"
+        result = tool({"task": "to_table", "region": [0, 0, 48, 32]}, context)
+        assert not result.error, result.text
+        assert result.text.endswith("| year | sales |") and result.metadata["task_type"] == "to_table"
+        assert tool({"task": "answer"}, context).error  # validated where the tool lives
+    finally:
+        tool.close()
+
+
+def test_a_closed_served_tool_is_made_afresh() -> None:
+    first = http_tool("mark")
+    first.close()
+    second = http_tool("mark")
+    try:
+        assert second is not first and not second({"points": [[1, 1]]}, ToolContext(images=[scene_image()])).error
+    finally:
+        second.close()
+
+
+def scene_image():  # noqa: ANN201 - tiny helper
+    from PIL import Image
+
+    return Image.new("RGB", (32, 32), "white")

@@ -48,6 +48,11 @@ class ServedTool(Tool):
             return ToolResult(text=f"Error: {self.name} (served) failed: {type(exc).__name__}: {exc}", error=True)
 
     def close(self) -> None:
+        """Stop the transport (actors, managed server); a later request for the same served tool
+        makes a fresh one."""
+        from vista_plugin_toolserve.services import forget
+
+        forget(self)
         self.transport.close()
 
 

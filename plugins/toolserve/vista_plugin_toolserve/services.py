@@ -68,6 +68,13 @@ def http_tool(tool: str, url: str | None = None, config: dict[str, Any] | None =
         return _made[key]
 
 
+def forget(tool: ServedTool) -> None:
+    """Drop ``tool`` from the per-process cache (it is being closed)."""
+    with _lock:
+        for key in [key for key, made in _made.items() if made is tool]:
+            del _made[key]
+
+
 def close_all() -> None:
     """Close every served tool this process made (stops managed servers and actors)."""
     with _lock:
