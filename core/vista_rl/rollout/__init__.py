@@ -9,6 +9,7 @@ from vista_rl.rollout.turn import (
     ToolExecution,
     TurnOutcome,
     execute_tool_calls,
+    make_env_tools,
     parse_tool_calls,
     reflection_message,
     step_outcome,
@@ -19,6 +20,7 @@ from vista_rl.rollout.turn import (
 
 __all__ = [
     "MAX_TOOL_CALLS_PER_TURN", "EpisodeSpec", "RolloutEngine", "RolloutMetrics", "RolloutTimings",
-    "TokenViewBuilder", "ToolExecution", "TurnOutcome", "episode_specs", "execute_tool_calls", "parse_tool_calls",
+    "TokenViewBuilder", "ToolExecution", "TurnOutcome", "episode_specs", "execute_tool_calls", "make_env_tools",
+    "parse_tool_calls",
     "reflection_message", "step_outcome", "take_turn", "tool_context", "tool_outcome",
 ]

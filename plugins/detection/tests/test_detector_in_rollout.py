@@ -8,10 +8,9 @@ from pathlib import Path
 
 from vista_plugin_detection.grounding import GroundingTool
 
-from vista_rl.backends.scripted import ScriptedBackend
+import vista_rl
 from vista_rl.config import RolloutSection
-from vista_rl.rollout import RolloutEngine
-from vista_rl.rollout.engine import EpisodeSpec
+from vista_rl.rollout import EpisodeSpec, RolloutEngine
 
 ENV = "visual_search/zoom-small-v0"
 CALL = {"name": "grounding_dino", "arguments": {"caption": "red dot . blue dot", "box_threshold": 0.0, "draw": True}}
@@ -20,8 +19,8 @@ CALL = {"name": "grounding_dino", "arguments": {"caption": "red dot . blue dot",
 def test_configured_detector_runs_inside_episodes(tiny_grounding_dino: Path) -> None:
     settings = RolloutSection(max_turns=3, batch_size=4, tools={
         "detection/grounding-dino": {"config": {"model": str(tiny_grounding_dino), "device": "cpu"}}})
-    backend = ScriptedBackend(responses=[f"<tool_call>{json.dumps(CALL)}</tool_call>", "<answer>red</answer>"],
-                              per_turn=True)
+    replies = [f"<tool_call>{json.dumps(CALL)}</tool_call>", "<answer>red</answer>"]
+    backend = vista_rl.make_model("scripted", responses=replies, per_turn=True)
     with RolloutEngine(backend, settings, seed=0) as engine:
         trajectories = engine.run([EpisodeSpec(ENV, seed, env_config={"tools": ["crop_zoom", "detection/grounding-dino"]})
                                    for seed in range(4)])

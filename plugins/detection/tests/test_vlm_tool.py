@@ -128,7 +128,7 @@ def test_calls_from_many_episodes_become_one_backend_call(tiny_model_dir: Path) 
 def test_vista_tools_lists_the_detector_and_vlm_tools() -> None:
     from click.testing import CliRunner
 
-    from vista_rl.cli.main import build_cli
+    from vista_rl.cli import build_cli
 
     result = CliRunner().invoke(build_cli(), ["tools", "--json"])
     assert result.exit_code == 0, result.output

@@ -24,8 +24,7 @@ from vista_plugin_tools.base import ImageTool, ToolInputError, as_rgb, clamp_box
 
 import vista_rl
 from vista_plugin_detection.batching import MicroBatcher
-from vista_rl import IMAGE_PLACEHOLDER, Message, ModelBackend, SamplingParams, ToolContext, ToolResult
-from vista_rl.observation import Chat
+from vista_rl import IMAGE_PLACEHOLDER, Chat, Message, ModelBackend, SamplingParams, ToolContext, ToolResult
 
 #: ChartMoE-style tasks (VISTA-Gym's chartmoe ``to_table``, ``describe``, ``answer``, ``custom``).
 DEFAULT_TEMPLATES: dict[str, str] = {

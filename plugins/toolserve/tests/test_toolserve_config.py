@@ -7,18 +7,17 @@ import pytest
 from vista_plugin_toolserve.proxy import ServedTool
 from vista_plugin_toolserve.services import close_all
 
+import vista_rl
 from vista_rl import ConfigError
-from vista_rl.backends.scripted import ScriptedBackend
 from vista_rl.config import RolloutSection, RunConfig, validate_config
-from vista_rl.rollout import RolloutEngine
-from vista_rl.rollout.engine import EpisodeSpec
+from vista_rl.rollout import EpisodeSpec, RolloutEngine
 
 ENV = "visual_search/zoom-small-v0"
 CALL = '<tool_call>{"name": "crop_zoom", "arguments": {"coordinate": [20, 20]}}</tool_call>'
 
 
 def run(settings: RolloutSection) -> tuple[RolloutEngine, list]:
-    backend = ScriptedBackend(responses=[CALL, "<answer>red</answer>"], per_turn=True)
+    backend = vista_rl.make_model("scripted", responses=[CALL, "<answer>red</answer>"], per_turn=True)
     engine = RolloutEngine(backend, settings, seed=0)
     return engine, engine.run([EpisodeSpec(ENV, seed) for seed in range(3)])
 

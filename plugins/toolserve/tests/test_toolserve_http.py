@@ -95,7 +95,7 @@ def test_a_server_that_cannot_start_says_why() -> None:
 def test_tool_server_command_checks_ids_and_config() -> None:
     from click.testing import CliRunner
 
-    from vista_rl.cli.main import build_cli
+    from vista_rl.cli import build_cli
 
     unknown = CliRunner().invoke(build_cli(), ["tool-server", "--tool", "no-such/tool"])
     assert unknown.exit_code != 0

@@ -13,10 +13,24 @@ from PIL import Image
 from vista_plugin_envserver.codec import CodecError, decode_image, encode_image, wire_text
 
 from vista_rl import ToolContext, ToolResult
-from vista_rl._jsonable import json_default
 
 _IMAGE_KEY = "__vista_image__"
 MAX_DEPTH = 32
+
+
+def plain(value: Any) -> Any:
+    """A msgpack-friendly stand-in for a value msgpack cannot carry (sets, numpy/torch values,
+    pydantic models); anything else becomes its ``str``."""
+    if isinstance(value, (set, frozenset)):
+        return list(value)
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    try:
+        if hasattr(value, "tolist"):
+            return value.tolist()
+    except Exception:  # noqa: BLE001 - a broken tolist must not fail the call
+        pass
+    return str(value)
 
 
 def encode_value(value: Any, depth: int = 0) -> Any:
@@ -32,7 +46,8 @@ def encode_value(value: Any, depth: int = 0) -> Any:
         return {wire_text(str(key)): encode_value(item, depth + 1) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
         return [encode_value(item, depth + 1) for item in value]
-    return encode_value(json_default(value), depth + 1)
+    converted = plain(value)
+    return converted if isinstance(converted, str) else encode_value(converted, depth + 1)
 
 
 def decode_value(value: Any, depth: int = 0) -> Any:

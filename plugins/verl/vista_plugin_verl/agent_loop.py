@@ -34,8 +34,7 @@ import vista_rl
 from vista_plugin_verl.agent_loop_name import AGENT_NAME
 from vista_rl import Env, Observation, TokenView, Tool, Trajectory, Turn
 from vista_rl.config import RolloutSection
-from vista_rl.rollout import TurnOutcome, take_turn
-from vista_rl.rollout.turn import make_env_tools
+from vista_rl.rollout import TurnOutcome, make_env_tools, take_turn
 
 DEFAULT_MAX_TURNS = 5
 
