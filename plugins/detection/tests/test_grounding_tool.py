@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -133,6 +134,9 @@ def test_missing_checkpoint_is_an_error_result(tmp_path: Path, context: ToolCont
     tool = GroundingTool(model=tmp_path / "nope", device="cpu", local_files_only=True)
     result = tool({"caption": "car"}, context)
     assert result.error and "could not load detector" in result.text and "model=PATH" in result.text
+    started = time.perf_counter()
+    again = tool({"caption": "car"}, context)  # the failure is remembered, not retried on every call
+    assert again.text == result.text and time.perf_counter() - started < 1.0
 
 
 def test_conformance_and_registry(tiny_grounding_dino: Path) -> None:

@@ -102,7 +102,7 @@ class ZeroShotDetector:
         if max_detections < 1:
             raise ValueError("max_detections must be at least 1")
         self.model_name = str(model)
-        self.device = resolve_device(device)
+        self.device = device  # "auto" is resolved on load, so making the tool does not import torch
         self.dtype = dtype
         self.nms_threshold = nms_threshold
         self.max_detections = max_detections
@@ -110,6 +110,7 @@ class ZeroShotDetector:
         self._lock = threading.Lock()
         self._model: Any = None
         self._processor: Any = None
+        self._load_error: str | None = None
         self.model_type = ""
 
     # --------------------------------------------------------------------- loading
@@ -117,22 +118,28 @@ class ZeroShotDetector:
         with self._lock:
             if self._model is not None:
                 return
+            if self._load_error is not None:  # fail fast: a Hub lookup offline retries for minutes
+                raise DetectorLoadError(self._load_error)
             import torch
             from transformers import AutoModelForZeroShotObjectDetection, AutoProcessor
+
+            self.device = resolve_device(self.device)
 
             try:
                 processor = AutoProcessor.from_pretrained(self.model_name, local_files_only=self.local_files_only)
                 model = AutoModelForZeroShotObjectDetection.from_pretrained(
                     self.model_name, local_files_only=self.local_files_only, dtype=getattr(torch, self.dtype))
             except Exception as exc:  # noqa: BLE001 - many causes (missing dir, no network, bad config)
-                raise DetectorLoadError(
-                    f"could not load detector {self.model_name!r} ({type(exc).__name__}: {exc}); pass model=PATH to "
+                self._load_error = (
+                    f"could not load detector {self.model_name!r} ({type(exc).__name__}: {str(exc)[:300]}); pass model=PATH to "
                     "a local checkpoint directory (e.g. IDEA-Research/grounding-dino-tiny saved with "
-                    "save_pretrained) or a Hub name this machine can download") from None
+                    "save_pretrained) or a Hub name this machine can download")
+                raise DetectorLoadError(self._load_error) from None
             model_type = str(getattr(model.config, "model_type", ""))
             if model_type not in GROUNDING_TYPES | OWL_TYPES:
-                raise DetectorLoadError(f"{self.model_name!r} is a {model_type!r} model; the detector supports "
-                                        f"{', '.join(sorted(GROUNDING_TYPES | OWL_TYPES))}")
+                self._load_error = (f"{self.model_name!r} is a {model_type!r} model; the detector supports "
+                                    f"{', '.join(sorted(GROUNDING_TYPES | OWL_TYPES))}")
+                raise DetectorLoadError(self._load_error)
             self._processor, self._model = processor, model.to(self.device).eval()
             self.model_type = model_type
 
