@@ -41,6 +41,15 @@ class SamplingSection(Sampling):
     max_tokens: int = Field(128, ge=1)
 
 
+class ToolOverride(Section):
+    """How to make one tool an env offers: ``use`` another registered id (default: the same id)
+    with ``config``.  This is how a run configures a tool (a detector checkpoint) or moves it to a
+    service (``use: ray/detection/grounding-dino``) without touching the env."""
+
+    use: str | None = None
+    config: dict[str, Any] = Field(default_factory=dict)
+
+
 class RolloutSection(Section):
     max_turns: int = Field(5, ge=1)
     group_size: int = Field(1, ge=1, description="samples per seed (G)")
@@ -65,6 +74,8 @@ class RolloutSection(Section):
     tool_response_role: Literal["user", "tool"] = Field(
         "user", description="role of the message carrying tool results back to the model")
     describe_tools: bool = Field(True, description="append the env's tool schemas to its system prompt")
+    tools: dict[str, ToolOverride] = Field(
+        default_factory=dict, description="tool id an env offers -> {use: other id, config: {...}} to make instead")
 
     @model_validator(mode="before")
     @classmethod

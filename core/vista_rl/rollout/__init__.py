@@ -21,6 +21,7 @@ from vista_rl.rollout.turn import (
     ToolExecution,
     TurnOutcome,
     execute_tool_calls,
+    make_env_tools,
     parse_tool_calls,
     reflection_message,
     step_outcome,
@@ -33,6 +34,6 @@ __all__ = [
     "MAX_TOOL_CALLS_PER_TURN", "Chunk", "EpisodeSpec", "ModelWorkerError", "ProcessModelWorkerPool",
     "RolloutEngine", "RolloutMetrics", "RolloutTimings", "TokenViewBuilder", "ToolExecution", "TurnOutcome",
     "add_timings", "episode_specs", "execute_tool_calls", "failed_trajectory", "make_backend", "make_chunks",
-    "make_pool", "parse_tool_calls", "reflection_message", "run_chunk", "step_outcome", "take_turn", "tool_context",
-    "tool_outcome", "warm_up",
+    "make_env_tools", "make_pool", "parse_tool_calls", "reflection_message", "run_chunk", "step_outcome",
+    "take_turn", "tool_context", "tool_outcome", "warm_up",
 ]

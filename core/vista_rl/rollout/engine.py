@@ -36,6 +36,7 @@ from vista_rl.rollout.turn import (
     ToolExecution,
     TurnOutcome,
     checked_tool_result,
+    make_env_tools,
     parse_tool_calls,
     reflection_message,
     rejected_tool_call,
@@ -230,13 +231,7 @@ class RolloutEngine:
 
     # ------------------------------------------------------------- episode start
     def _tools_for(self, env: Env) -> dict[str, Tool]:
-        tools: dict[str, Tool] = {}
-        for tool_id in env.tools:
-            with self._tool_lock:
-                if tool_id not in self._tool_cache:
-                    self._tool_cache[tool_id] = vista_rl.make_tool(tool_id)
-                tool = self._tool_cache[tool_id]
-            tools[tool.name or tool_id] = tool
+        tools = make_env_tools(env.tools, self.settings.tools, self._tool_cache, self._tool_lock)
         tools.update(self.extra_tools)
         return tools
 

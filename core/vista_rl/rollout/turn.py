@@ -17,13 +17,15 @@ at a time, such as the verl agent loop (which calls :func:`take_turn` in a worke
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from PIL import Image
 
-from vista_rl.config import RolloutSection
+import vista_rl
+from vista_rl.config import RolloutSection, ToolOverride
 from vista_rl.env import Env, StepResult
 from vista_rl.observation import Message, Observation, escape_placeholders
 from vista_rl.parsing import ParsedToolCall, ResponseFormat, parse_response
@@ -47,6 +49,23 @@ class ToolExecution:
     def record(self) -> ToolCallRecord:
         return ToolCallRecord(name=self.name, arguments=self.arguments, result_text=self.result.text,
                               num_images=len(self.result.images), error=self.result.error)
+
+
+def make_env_tools(tool_ids: Sequence[str], overrides: Mapping[str, ToolOverride],
+                   cache: dict[str, Tool], lock: threading.Lock) -> dict[str, Tool]:
+    """The tools an env offers, by tool name, each made once per ``cache`` (so a tool holding
+    weights loads them once per engine or worker).  ``overrides`` is ``rollout.tools``: an entry
+    makes ``use`` (default: the same id) with ``config`` instead of the plain id."""
+    tools: dict[str, Tool] = {}
+    for tool_id in tool_ids:
+        with lock:
+            if tool_id not in cache:
+                override = overrides.get(tool_id)
+                cache[tool_id] = (vista_rl.make_tool(override.use or tool_id, **override.config)
+                                  if override is not None else vista_rl.make_tool(tool_id))
+            tool = cache[tool_id]
+        tools[tool.name or tool_id] = tool
+    return tools
 
 
 def parse_tool_calls(reply: str, tools: Mapping[str, Tool]) -> tuple[list[ParsedToolCall], str | None]:

@@ -22,10 +22,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
 
@@ -33,7 +34,7 @@ import vista_rl
 from vista_plugin_verl.agent_loop_name import AGENT_NAME
 from vista_rl import Env, Observation, TokenView, Tool, Trajectory, Turn
 from vista_rl.config import RolloutSection
-from vista_rl.rollout import TurnOutcome, take_turn
+from vista_rl.rollout import TurnOutcome, make_env_tools, take_turn
 
 DEFAULT_MAX_TURNS = 5
 
@@ -106,12 +107,17 @@ class VistaAgentLoop(AgentLoopBase):
     async def _in_thread(self, fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
 
-    def _tools_for(self, env: Env) -> dict[str, Tool]:
-        tools: dict[str, Tool] = {}
-        for tool_id in env.tools:
-            tool = vista_rl.make_tool(tool_id)
-            tools[tool.name or tool_id] = tool
-        return tools
+    #: Tools made in this worker process, per id and ``rollout.tools`` entry: made once, so a tool
+    #: holding weights (a detector) loads them once per worker, not once per episode.
+    _tool_caches: ClassVar[dict[str, dict[str, Tool]]] = {}
+    _tool_lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def _tools_for(self, env: Env, settings: RolloutSection) -> dict[str, Tool]:
+        key = json.dumps({tool_id: override.model_dump() for tool_id, override in settings.tools.items()},
+                         sort_keys=True, default=str)
+        with self._tool_lock:
+            cache = self._tool_caches.setdefault(key, {})
+        return make_env_tools(env.tools, settings.tools, cache, self._tool_lock)
 
     # ------------------------------------------------------------------------ run
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
@@ -129,7 +135,7 @@ class VistaAgentLoop(AgentLoopBase):
         env: Env = await self._in_thread(lambda: vista_rl.make_env(env_id, **env_config))
         try:
             initial, _info = await self._in_thread(env.reset, seed)
-            tools = self._tools_for(env)
+            tools = await self._in_thread(self._tools_for, env, settings)
             state = EpisodeState(env_id, seed, env.system_prompt(), initial)
             messages: list[dict[str, Any]] = []
             if state.system_prompt:

@@ -18,7 +18,8 @@ from typing import Any
 
 from vista_plugin_verl.agent_loop_name import AGENT_NAME
 
-TURN_KEYS = ("reflection", "reflection_attempts", "tool_response_role")  # what vista_rl.rollout.take_turn reads
+# what vista_rl.rollout.take_turn reads, and rollout.tools (how the worker makes the env's tools)
+TURN_KEYS = ("reflection", "reflection_attempts", "tool_response_role", "tools")
 
 
 class SeedOverlapError(ValueError):
