@@ -118,3 +118,21 @@ def test_web_tasks_target_the_right_element():
         wrong_id = info["target_id"] % len(screen.widgets) + 1
         wrong = env.step(f"<think>At (10, 10).</think><answer>click [{wrong_id}]</answer>")
         assert wrong.reward == pytest.approx(0.5) and not wrong.info["success"] and wrong.info["action_valid"]
+
+
+def test_gui_oracle_zooms_with_vigorls_search_coordinate(tmp_path):
+    """With plugins/vigorl installed, ``tools: [search_coordinate]`` serves the GUI env's zoom: the
+    oracle's call runs through the real rollout engine and every episode succeeds."""
+    from vista_rl.config import RolloutSection
+    from vista_rl.rollout import EpisodeSpec, RolloutEngine
+
+    oracle = vista_rl.make_model("scripted", path="oracle")
+    specs = [EpisodeSpec(env_id="grounding/gui-v0", env_config={"tools": ["search_coordinate"]}, seed=seed)
+             for seed in range(4)]
+    with RolloutEngine(oracle, RolloutSection(max_turns=4)) as engine:
+        trajectories = engine.run(specs)
+    for trajectory in trajectories:
+        assert trajectory.success and not trajectory.failure
+        calls = [call for turn in trajectory.turns for call in turn.tool_calls]
+        assert calls and all(call.name == "search_coordinate" and not call.error for call in calls)
+        assert all(call.num_images == 1 for call in calls)
