@@ -135,6 +135,10 @@ class TrainerSection(Section):
     train_seeds: SeedRange = Field(default_factory=lambda: SeedRange(start=0, count=1000))
     lr: float = Field(1e-4, gt=0.0)
     weight_decay: float = Field(0.0, ge=0.0)
+    betas: tuple[float, float] = Field(
+        (0.9, 0.999), description="AdamW betas of the SFT and RL optimizers; a smaller second beta (0.95, "
+        "as many LLM recipes use) forgets the large early gradients of the format tokens sooner, which "
+        "otherwise keep the step size of everything learned later small")
     warmup_steps: int = Field(0, ge=0)
     scheduler: Literal["constant", "linear", "cosine"] = "constant"
     micro_batch_size: int = Field(16, ge=1, description="sequences per forward (per device); gradients accumulate")

@@ -535,7 +535,7 @@ class LocalEngine:
 
     # -------------------------------------------------------------- helpers
     def _make_optimizer(self, lr: float, total_steps: int, warmup: int, scheduler: str) -> None:
-        self.optimizer = torch.optim.AdamW(self.policy.parameters(), lr=lr,
+        self.optimizer = torch.optim.AdamW(self.policy.parameters(), lr=lr, betas=self.config.trainer.betas,
                                            weight_decay=self.config.trainer.weight_decay)
         total = max(total_steps, 1)
 

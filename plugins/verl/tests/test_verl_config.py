@@ -54,6 +54,7 @@ def test_neutral_sections_map_onto_verls_keys() -> None:
         f"{actor}.use_kl_loss": "true", f"{actor}.kl_loss_coef": "0.01", f"{actor}.kl_loss_type": "low_var_kl",
         f"{actor}.entropy_coeff": "0.001", f"{actor}.ppo_epochs": "2", f"{actor}.optim.lr": "1e-06",
         f"{actor}.optim.lr_scheduler_type": "cosine", f"{actor}.optim.lr_warmup_steps": "10",
+        f"{actor}.optim.betas": "[0.9,0.999]",
         f"{actor}.ppo_mini_batch_size": "32", f"{actor}.ppo_micro_batch_size_per_gpu": "2", f"{actor}.grad_clip": "1.0",
         "data.train_batch_size": "128", "actor_rollout_ref.rollout.n": "4",
         "actor_rollout_ref.rollout.temperature": "0.7", "actor_rollout_ref.rollout.val_kwargs.do_sample": "false",

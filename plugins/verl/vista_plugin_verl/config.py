@@ -142,6 +142,7 @@ def compose_overrides(run: RunConfig, cfg: VerlEngineConfig, train_file: str | P
         f"actor_rollout_ref.model.path={_q(run.model.path)}",
         f"{actor}.optim.lr={algo_lr(trainer.lr)}",
         f"{actor}.optim.weight_decay={trainer.weight_decay!r}",
+        f"{actor}.optim.betas=[{trainer.betas[0]!r},{trainer.betas[1]!r}]",
         f"{actor}.optim.lr_warmup_steps={trainer.warmup_steps if trainer.warmup_steps else -1}",
         f"{actor}.optim.lr_scheduler_type={SCHEDULERS[trainer.scheduler]}",
         f"{actor}.ppo_mini_batch_size={mini_batch}",
