@@ -104,8 +104,10 @@ class Tally:
 def env_configs(data_dir: Path, server_url: str | None) -> dict[str, tuple[str, dict[str, Any]] | None]:
     """Registered id -> (id to make, config) for ids that need config; None: not fuzzable here."""
     from vista_plugin_datasets import testing
+    from vista_plugin_grounding.testing import write_screenspot_v2
 
     chartqa = str(testing.write_chartqa(data_dir / "chartqa"))
+    screenspot = str(write_screenspot_v2(data_dir / "ScreenSpot-v2"))
     scienceqa = str(testing.write_scienceqa(data_dir / "scienceqa"))
     remote = {"url": server_url} if server_url else None
     return {
@@ -114,11 +116,14 @@ def env_configs(data_dir: Path, server_url: str | None) -> dict[str, tuple[str, 
                                                               "tools": ["crop_bbox"]}),
         "vqa/short-answer-v0": ("vqa/short-answer-v0", {"dataset": "chartqa", "dataset_config": {"root": chartqa}}),
         "gymnasium/make-v0": ("gymnasium/make-v0", {"gym_id": "FrozenLake-v1"}),
+        "grounding/screenspot-v0": ("grounding/screenspot-v0", {"dataset": "screenspot_v2",
+                                                                "dataset_config": {"root": screenspot}}),
         "remote": ("remote", {**remote, "env": "oddshape/odd-colour-v0"}) if remote else None,
         "remote/*": ("remote/frozenlake/frozenlake-v0", remote) if remote else None,
         "ray": ("ray", {"env": "sokoban/sokoban-v0"}),
         "ray/*": ("ray/oddshape/odd-colour-v0", {}),
         "vista/blank-images": ("vista/blank-images", {"env": "frozenlake/frozenlake-v0"}),
+        "worldmodel/state-reward-v0": ("worldmodel/state-reward-v0", {"env": "sokoban/sokoban-v0"}),
     }
 
 
