@@ -31,7 +31,7 @@ from rich.console import Console
 import vista_rl
 from vista_rl.cli.eval import run_eval
 from vista_rl.config import RunConfig, validate_config
-from vista_rl.engine.config import validate_engine_config
+from vista_plugin_local.config import validate_engine_config
 
 
 @dataclass
