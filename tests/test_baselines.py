@@ -202,9 +202,10 @@ def test_main_job_report_runs_on_a_real_trained_run(tmp_path: Any, tiny_model_di
     search runs, and the verdict lands in results.json with the exit code that matches it."""
     import json
 
+    from vista_plugin_local.main_job import main
+
     import vista_rl
     from tests.engine_helpers import FROZENLAKE, run_config
-    from vista_plugin_local.main_job import main
 
     run = run_config(tiny_model_dir, tmp_path / "run", env=FROZENLAKE, max_turns=3,
                      overrides=("trainer.steps=1", "sft.steps=1", "eval.seeds.count=3"))

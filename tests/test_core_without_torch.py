@@ -17,12 +17,12 @@ import os
 import shutil
 import subprocess
 import sys
-import tomllib
 import venv
 from importlib import metadata
 from pathlib import Path
 
 import pytest
+import tomllib
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 from PIL import Image
+from vista_plugin_local.trainer import LocalEngine
 
 from tests.engine_helpers import run_config
-from vista_plugin_local.trainer import LocalEngine
 from vista_rl.errors import ConfigError
 
 pytest.importorskip("transformers")

@@ -105,7 +105,6 @@ def test_hook_register_models(doc_example: LoadExample) -> None:
 def test_hook_register_model_families(doc_example: LoadExample, tiny_internvl_dir: Path) -> None:
     """The page's family is picked by model_type and changes how the engine renders a tool turn."""
     from transformers import AutoProcessor
-
     from vista_plugin_local.chat_tokens import ChatEncoder
     from vista_plugin_local.families import InternVLFamily, family_for
 

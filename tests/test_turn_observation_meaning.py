@@ -59,7 +59,6 @@ def test_sft_data_pairs_each_response_with_the_observation_it_answered(
         counter: None, tiny_model_dir: Path, tmp_path: Path) -> None:
     pytest.importorskip("transformers")
     from transformers import AutoProcessor
-
     from vista_plugin_local.chat_tokens import ChatEncoder
     from vista_plugin_local.sft_data import load_jsonl, tokens_from_trajectory
 
