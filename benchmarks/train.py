@@ -79,9 +79,10 @@ print("TRLJSON " + json.dumps({"step_times_s": timer.times, "peak_rss_mb": hwm /
 
 def run_vista(model_dir: Path, work: Path, steps: int, seeds_per_step: int, group_size: int,
               max_tokens: int) -> dict[str, Any]:
+    from vista_plugin_local.metrics import read_jsonl
+    from vista_plugin_local.trainer import LocalEngine
+
     from vista_rl.config import RunConfig, validate_config
-    from vista_rl.engine.metrics import read_jsonl
-    from vista_rl.engine.trainer import LocalEngine
 
     run = validate_config(RunConfig, {
         "seed": 0, "output_dir": str(work / "vista-run"), "env": ENV, "model": {"path": str(model_dir)},

@@ -5,7 +5,7 @@
 #   2. create a tiny random Qwen2.5-VL offline (vista_rl_sdk.tiny_models),
 #   3. `vista train CONFIG`: evaluate the untrained model on held-out seeds, SFT on oracle
 #      trajectories, evaluate, GRPO on its own rollouts, evaluate,
-#   4. `python -m vista_rl.engine.main_job RUN_DIR`: greedy and sampled held-out success of the
+#   4. `python -m vista_plugin_local.main_job RUN_DIR`: greedy and sampled held-out success of the
 #      untrained, SFT and RL models, the best blind action sequence (chosen on training seeds), the RL
 #      model with every image blanked, all with 95% CIs, and the verdict.
 # Exits non-zero unless RL beats SFT and the blind baseline beyond both CIs and blanking the images
@@ -50,7 +50,7 @@ for CONFIG in "${CONFIGS[@]}"; do
     TRAINED=$(date +%s)
     echo
     set +e
-    "$VENV/bin/python" -m vista_rl.engine.main_job "$RUN"
+    "$VENV/bin/python" -m vista_plugin_local.main_job "$RUN"
     CODE=$?
     set -e
     echo "run directory: $RUN (plot: $RUN/reward_success.png, metrics: $RUN/metrics.jsonl, table: $RUN/results.json)"

@@ -27,11 +27,11 @@ from typing import Any
 
 import yaml
 from rich.console import Console
+from vista_plugin_local.config import validate_engine_config
 
 import vista_rl
 from vista_rl.cli.eval import run_eval
 from vista_rl.config import RunConfig, validate_config
-from vista_rl.engine.config import validate_engine_config
 
 
 @dataclass

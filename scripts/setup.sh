@@ -37,7 +37,7 @@ for plugin in plugins/*/ contrib/*/; do
   [ -f "$plugin/pyproject.toml" ] && EDITABLES+=(-e "$plugin")
 done
 pip_install "${EDITABLES[@]}" "torch==2.13.0"
-"$VENV/bin/python" -c "import vista_rl, vista_rl_sdk" >/dev/null
+"$VENV/bin/python" -c "import vista_rl, vista_rl_sdk, vista_plugin_local" >/dev/null
 # Extra fixes other issues need (torchvision guard etc.) hook in here.
 for fix in scripts/setup.d/*.sh; do
   [ -f "$fix" ] && VENV="$VENV" bash "$fix"

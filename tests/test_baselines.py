@@ -175,13 +175,13 @@ def test_random_seed_lists_are_fine(envs: None) -> None:
 
 
 def test_main_job_report_refuses_a_directory_that_is_not_a_run(tmp_path: Any) -> None:
-    from vista_rl.engine.main_job import main
+    from vista_plugin_local.main_job import main
 
     assert main([str(tmp_path)]) == 2
 
 
 def test_main_job_table_shows_every_row_both_decodings_and_the_verdict() -> None:
-    from vista_rl.engine.main_job import format_table
+    from vista_plugin_local.main_job import format_table
 
     rows = {name: {"greedy": est(v, v - 0.05, v + 0.05).to_dict(), "sampled": est(v, v - 0.05, v + 0.05).to_dict()}
             for name, v in (("untrained", 0.0), ("SFT", 0.3), ("RL", 0.7), ("RL, images blanked", 0.1),
@@ -202,9 +202,10 @@ def test_main_job_report_runs_on_a_real_trained_run(tmp_path: Any, tiny_model_di
     search runs, and the verdict lands in results.json with the exit code that matches it."""
     import json
 
+    from vista_plugin_local.main_job import main
+
     import vista_rl
     from tests.engine_helpers import FROZENLAKE, run_config
-    from vista_rl.engine.main_job import main
 
     run = run_config(tiny_model_dir, tmp_path / "run", env=FROZENLAKE, max_turns=3,
                      overrides=("trainer.steps=1", "sft.steps=1", "eval.seeds.count=3"))

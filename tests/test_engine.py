@@ -9,19 +9,19 @@ from pathlib import Path
 
 import pytest
 import torch
+from vista_plugin_local.config import validate_engine_config
+from vista_plugin_local.losses import Denominators, aggregate, clipped_policy_loss, kl_k3
+from vista_plugin_local.trainer import LocalEngine, TrainingError
 
 from tests.engine_helpers import FROZENLAKE, run_config
 from vista_rl.config import RolloutSection, RunConfig, validate_config
-from vista_rl.engine.config import validate_engine_config
-from vista_rl.engine.losses import Denominators, aggregate, clipped_policy_loss, kl_k3
-from vista_rl.engine.trainer import LocalEngine, TrainingError
 from vista_rl.errors import ConfigError, VistaError
 
 pytest.importorskip("transformers")
 
 
 def _state(run_dir: Path) -> dict[str, torch.Tensor]:
-    from vista_rl.engine.checkpoint import load_checkpoint
+    from vista_plugin_local.checkpoint import load_checkpoint
 
     return load_checkpoint(run_dir)["policy"]["model"]  # type: ignore[no-any-return]
 
@@ -107,9 +107,10 @@ def test_aggregation_over_micro_batches_equals_one_batch(mode: str) -> None:
 def test_sft_tokens_of_oracle_rollouts_mask_only_assistant_tokens(tiny_model_dir: Path) -> None:
     """SFT data comes from the core rollout engine playing the env's oracle: the loss covers exactly
     the oracle responses (and their <|im_end|>), every observation image is in the sequence."""
+    from vista_plugin_local.policy import Policy, load_pretrained
+    from vista_plugin_local.sft_data import tokens_from_trajectory
+
     import vista_rl
-    from vista_rl.engine.policy import Policy, load_pretrained
-    from vista_rl.engine.sft_data import tokens_from_trajectory
     from vista_rl.rollout import RolloutEngine, episode_specs
 
     model, processor = load_pretrained(str(tiny_model_dir))
@@ -211,7 +212,7 @@ def test_nan_steps_are_skipped_reported_and_stop_the_run(tmp_path: Path, tiny_mo
 
 def test_disk_full_while_checkpointing_keeps_the_previous_checkpoint(
         tmp_path: Path, tiny_model_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import vista_rl.engine.checkpoint as checkpoint
+    import vista_plugin_local.checkpoint as checkpoint
 
     run = run_config(tiny_model_dir, tmp_path / "full", overrides=(
         "trainer.checkpoint_every=1", "trainer.steps=0"))
@@ -234,10 +235,9 @@ def test_disk_full_while_checkpointing_keeps_the_previous_checkpoint(
 
 def test_sft_from_jsonl_skips_broken_rows(tmp_path: Path, tiny_model_dir: Path) -> None:
     from PIL import Image
-
-    from vista_rl.engine.chat_tokens import ChatEncoder
-    from vista_rl.engine.policy import load_pretrained
-    from vista_rl.engine.sft_data import load_jsonl
+    from vista_plugin_local.chat_tokens import ChatEncoder
+    from vista_plugin_local.policy import load_pretrained
+    from vista_plugin_local.sft_data import load_jsonl
 
     (tmp_path / "images").mkdir()
     Image.new("RGB", (56, 56), (200, 0, 0)).save(tmp_path / "images" / "abc.png")
@@ -262,9 +262,8 @@ def test_chat_encoder_expands_images_as_the_processor_does(tiny_model_dir: Path)
     """The encoder runs the image processor and expands the vision tokens itself (faster, and once
     per image); ids and pixel tensors must equal the processor's own call."""
     from PIL import Image
-
-    from vista_rl.engine.chat_tokens import VISION_SPAN, ChatEncoder
-    from vista_rl.engine.policy import load_pretrained
+    from vista_plugin_local.chat_tokens import VISION_SPAN, ChatEncoder
+    from vista_plugin_local.policy import load_pretrained
 
     _model, processor = load_pretrained(str(tiny_model_dir))
     encoder = ChatEncoder(processor)

@@ -10,17 +10,17 @@ from pathlib import Path
 import pytest
 import torch
 from PIL import Image
+from vista_plugin_local.trainer import LocalEngine
 
 from tests.engine_helpers import run_config
-from vista_rl.engine.trainer import LocalEngine
 from vista_rl.errors import ConfigError
 
 pytest.importorskip("transformers")
 
 
 def test_the_family_comes_from_the_checkpoint(tiny_internvl_dir: Path, tiny_model_dir: Path) -> None:
-    from vista_rl.engine.families import InternVLFamily, QwenVLFamily, family_for
-    from vista_rl.engine.policy import Policy, load_pretrained
+    from vista_plugin_local.families import InternVLFamily, QwenVLFamily, family_for
+    from vista_plugin_local.policy import Policy, load_pretrained
 
     model, processor = load_pretrained(str(tiny_internvl_dir))
     policy = Policy(model, processor, torch.device("cpu"))
@@ -36,8 +36,8 @@ def test_the_family_comes_from_the_checkpoint(tiny_internvl_dir: Path, tiny_mode
 
 
 def test_chat_encoder_expands_images_as_internvl_processor_does(tiny_internvl_dir: Path) -> None:
-    from vista_rl.engine.chat_tokens import ChatEncoder
-    from vista_rl.engine.policy import load_pretrained
+    from vista_plugin_local.chat_tokens import ChatEncoder
+    from vista_plugin_local.policy import load_pretrained
 
     _model, processor = load_pretrained(str(tiny_internvl_dir))
     encoder = ChatEncoder(processor)
@@ -74,8 +74,8 @@ def test_sampled_logprobs_are_the_scored_logprobs(model_fixture: str, request: p
     """What the update scores (right-padded batch, the family's vision tensors and positions) is what
     generation sampled from (left-padded), for both families: images of different sizes, prompts of
     different lengths in one batch."""
-    from vista_rl.engine.chat_tokens import EpisodeTokens
-    from vista_rl.engine.policy import Policy, load_pretrained
+    from vista_plugin_local.chat_tokens import EpisodeTokens
+    from vista_plugin_local.policy import Policy, load_pretrained
 
     model, processor = load_pretrained(str(request.getfixturevalue(model_fixture)))
     policy = Policy(model, processor, torch.device("cpu"))

@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 import torch
 from PIL import Image
+from vista_plugin_local.samples import TrainSample
+from vista_plugin_local.trainer import FAILURES_FILE, LocalEngine
 
 import vista_rl
 from tests.engine_helpers import run_config
 from tests.rollout_testkit import CounterEnv, GuessEnv
 from vista_rl import Observation, StepResult
-from vista_rl.engine.samples import TrainSample
-from vista_rl.engine.trainer import FAILURES_FILE, LocalEngine
 from vista_rl.store.images import save_image
 from vista_rl.tool import ToolContext, ToolResult
 

@@ -105,9 +105,8 @@ def test_hook_register_models(doc_example: LoadExample) -> None:
 def test_hook_register_model_families(doc_example: LoadExample, tiny_internvl_dir: Path) -> None:
     """The page's family is picked by model_type and changes how the engine renders a tool turn."""
     from transformers import AutoProcessor
-
-    from vista_rl.engine.chat_tokens import ChatEncoder
-    from vista_rl.engine.families import InternVLFamily, family_for
+    from vista_plugin_local.chat_tokens import ChatEncoder
+    from vista_plugin_local.families import InternVLFamily, family_for
 
     _, info = doc_example("register_model_families")
     assert info.items["families"] == ["internvl-tool-role"]

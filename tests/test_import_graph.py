@@ -198,7 +198,7 @@ PUBLIC_MODULES = frozenset({
     "vista_rl.engine_contract",
     "vista_rl.serving",
     "vista_rl.model_paths",
-    "vista_rl.engine.families",  # for register_model_families targets (torch); see CONTRIBUTING.md
+    "vista_rl.baselines",  # blind baselines and the main-job verdict any engine's main job reports
 })
 CONSUMERS = ("plugins/*/**/*.py", "contrib/*/**/*.py", "sdk/**/*.py", "templates/**/*.py")
 DOC_PAGES = ("README.md", "CONTRIBUTING.md", "docs/**/*.md", "plugins/*/README.md", "contrib/*/README.md",

@@ -59,9 +59,8 @@ def test_sft_data_pairs_each_response_with_the_observation_it_answered(
         counter: None, tiny_model_dir: Path, tmp_path: Path) -> None:
     pytest.importorskip("transformers")
     from transformers import AutoProcessor
-
-    from vista_rl.engine.chat_tokens import ChatEncoder
-    from vista_rl.engine.sft_data import load_jsonl, tokens_from_trajectory
+    from vista_plugin_local.chat_tokens import ChatEncoder
+    from vista_plugin_local.sft_data import load_jsonl, tokens_from_trajectory
 
     encoder = ChatEncoder(AutoProcessor.from_pretrained(tiny_model_dir))
     rollout = _rollout(2)

@@ -20,7 +20,7 @@ from vista_rl.config import RunConfig, load_config
 
 pytest.importorskip("transformers")
 pytest.importorskip("vista_plugin_visual_search.small")
-from vista_rl.engine.trainer import LocalEngine  # noqa: E402 - after the skip: needs torch
+from vista_plugin_local.trainer import LocalEngine  # noqa: E402 - after the skip: needs torch
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "visual_search_tools.yaml"

@@ -1,10 +1,13 @@
 """VISTA: plugin-based training and evaluation of VLM agents with multi-turn, tool-integrated RL.
 
+The core needs no torch: training engines are plugins (``vista-plugin-local``, ``vista-plugin-verl``).
+
 ``import vista_rl`` runs no plugin code: plugins are discovered on the first registry query.
 
 This module is the public API (see "Public API" in CONTRIBUTING.md): plugins import what they need
 from here, plus the documented subpackages ``vista_rl.hookspecs``, ``vista_rl.config``,
-``vista_rl.engine_contract``, ``vista_rl.serving``, ``vista_rl.model_paths``, ``vista_rl.rollout``, ``vista_rl.store`` and ``vista_rl.cli``.  Every other module
+``vista_rl.engine_contract``, ``vista_rl.serving``, ``vista_rl.model_paths``, ``vista_rl.rollout``,
+``vista_rl.store``, ``vista_rl.baselines`` and ``vista_rl.cli``.  Every other module
 is internal and may change in any release; ``tests/test_import_graph.py`` holds first-party plugins
 to that line.
 """

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 
 
 NEUTRAL_SECTIONS = frozenset({"algorithm", "trainer", "sft", "eval", "lora"})
+#: Our engines, each its own distribution (the core needs no torch): named when one is missing.
+ENGINE_DISTRIBUTIONS = {"local": "vista-plugin-local", "verl": "vista-plugin-verl"}
 
 
 def build_engine(run: RunConfig, resume: str | Path | None = None) -> Engine:
@@ -26,8 +28,10 @@ def build_engine(run: RunConfig, resume: str | Path | None = None) -> Engine:
     registry = host().registry("engines")
     known = registry.ids()
     if run.engine not in known:
+        where = ENGINE_DISTRIBUTIONS.get(run.engine)
+        hint = f"; it comes with the plugin {where}: pip install {where}" if where else ""
         raise ConfigError(f"engine: no engine {run.engine!r} is registered (registered: {', '.join(known) or 'none'}; "
-                          "see `vista engines`)")
+                          f"see `vista engines`){hint}")
     strangers = sorted(set(run.engine_config) - set(known))
     if strangers:
         hint = ""

@@ -62,9 +62,7 @@ DEFAULT_PLUGINS: tuple[str, ...] = (
     "vista_rl.builtin.models",
     "vista_rl.builtin.commands",
     "vista_rl.builtin.estimators",
-    "vista_rl.builtin.engines",
     "vista_rl.builtin.envs",
-    "vista_rl.builtin.families",
 )
 
 #: kind -> (hook name, whether ``make`` instantiates the target)

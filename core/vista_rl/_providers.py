@@ -34,6 +34,7 @@ FIRST_PARTY_DISTRIBUTIONS: frozenset[str] = frozenset({
     "vista-plugin-grounding",
     "vista-plugin-gymnasium",
     "vista-plugin-judges",
+    "vista-plugin-local",
     "vista-plugin-navigation",
     "vista-plugin-oddshape",
     "vista-plugin-openai",

@@ -1,7 +1,7 @@
 """What the local engine must know about one VLM family, in one place.
 
 Why: the engine tokenizes conversations itself (the sampled ids must stay the trained ids, see
-``vista_rl.engine.chat_tokens``), so it needs each family's chat layout, image tokens, image
+``vista_plugin_local.chat_tokens``), so it needs each family's chat layout, image tokens, image
 processor output and position-id quirks.  Those live behind :class:`ModelFamily`, registered with
 the ``register_model_families`` hook, so supporting a new family (Qwen2.5-VL and InternVL are
 built in) is a plugin, not an engine change.  This module is torch-free; tensors are typed ``Any``.
@@ -60,7 +60,7 @@ class ModelFamily:
         raise NotImplementedError
 
     def image_inputs(self, processor: Any, images: Sequence[Any]) -> list[Any]:
-        """One ``vista_rl.engine.chat_tokens.ImageInput`` per PIL image (its own tensors)."""
+        """One ``vista_plugin_local.chat_tokens.ImageInput`` per PIL image (its own tensors)."""
         raise NotImplementedError
 
     def vision_tokens(self, processor: Any, image: Any) -> int:

@@ -36,7 +36,8 @@ if [ ! -f "$STAMP" ]; then
   fi
   # verl does not declare cachetools/uvicorn/fastapi, which its agent loop imports.
   pip_install cachetools uvicorn fastapi "torch==2.13.0"
-  # Core and the SDK, not every plugin: some plugins' pins conflict with verl's.
+  # Core and the SDK, not every plugin: some plugins' pins conflict with verl's (the local engine,
+  # vista-plugin-local, needs transformers>=5.16; `.[dev]` is torch-free and pulls no engine).
   pip_install -e ".[dev]" -e sdk "torch==2.13.0"
   # The verl plugin (+ oddshape, an image env for its tests; torchvision for the Qwen2.5-VL processor).
   pip_install -e plugins/verl -e plugins/oddshape "torch==2.13.0"

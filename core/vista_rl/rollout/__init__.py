@@ -1,6 +1,8 @@
 """The multi-turn rollout engine (see :mod:`vista_rl.rollout.engine`), the per-turn core every
-engine shares (:mod:`vista_rl.rollout.turn`) and rollout metrics."""
+engine shares (:mod:`vista_rl.rollout.turn`) and rollout metrics, with the 95% intervals every reported
+rate carries (:class:`Estimate`, :func:`mean`, :func:`proportion`)."""
 
+from vista_rl._stats import Estimate, mean, proportion
 from vista_rl.rollout.engine import EpisodeSpec, RolloutEngine, RolloutTimings, episode_specs
 from vista_rl.rollout.metrics import RolloutMetrics
 from vista_rl.rollout.model_workers import (
@@ -31,9 +33,9 @@ from vista_rl.rollout.turn import (
 )
 
 __all__ = [
-    "MAX_TOOL_CALLS_PER_TURN", "Chunk", "EpisodeSpec", "ModelWorkerError", "ProcessModelWorkerPool",
+    "MAX_TOOL_CALLS_PER_TURN", "Chunk", "EpisodeSpec", "Estimate", "ModelWorkerError", "ProcessModelWorkerPool",
     "RolloutEngine", "RolloutMetrics", "RolloutTimings", "TokenViewBuilder", "ToolExecution", "TurnOutcome",
     "add_timings", "episode_specs", "execute_tool_calls", "failed_trajectory", "make_backend", "make_chunks",
-    "make_env_tools", "make_pool", "parse_tool_calls", "reflection_message", "run_chunk", "step_outcome",
+    "make_env_tools", "make_pool", "mean", "proportion", "parse_tool_calls", "reflection_message", "run_chunk", "step_outcome",
     "take_turn", "tool_context", "tool_outcome", "warm_up",
 ]

@@ -2,7 +2,7 @@
 
 The writer, the reader and the HTML viewer all need them; keeping them here (and not in the
 writer) lets each of those import the names without importing the others, so no import cycle.
-The training run directory has its own names in :mod:`vista_rl.engine.metrics`.
+The training run directory has its own names in :mod:`vista_plugin_local.metrics`.
 """
 
 from __future__ import annotations

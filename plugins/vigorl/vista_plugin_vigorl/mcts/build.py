@@ -2,7 +2,7 @@
 
 Each chain becomes one single-turn record: the system prompt, the question (with one ``<image>``
 per image) as the observation, the chain as the response; images are referenced by path.  That is
-the form ``vista_rl.engine.sft_data`` reads (``Trajectory.to_dict``'s fields), so ``vista train``
+the form ``vista_plugin_local.sft_data`` reads (``Trajectory.to_dict``'s fields), so ``vista train``
 needs nothing new.  Also written, like ViGoRL: every chain in a text file with its separator.
 """
 

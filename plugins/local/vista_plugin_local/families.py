@@ -2,8 +2,8 @@
 lookup that picks a checkpoint's family from the ``register_model_families`` registry.
 
 Everything family-specific the engine does (image token expansion, image processor output,
-batched vision tensors, M-RoPE state) is here; :mod:`vista_rl.engine.chat_tokens` and
-:mod:`vista_rl.engine.policy` only call the :class:`~vista_rl.model_family.ModelFamily` interface.
+batched vision tensors, M-RoPE state) is here; :mod:`vista_plugin_local.chat_tokens` and
+:mod:`vista_plugin_local.policy` only call the :class:`~vista_rl.model_family.ModelFamily` interface.
 """
 
 from __future__ import annotations
@@ -14,9 +14,8 @@ from typing import Any
 import torch
 from PIL import Image
 
-from vista_rl.engine.image_input import ImageInput
-from vista_rl.errors import ConfigError
-from vista_rl.model_family import ModelFamily
+from vista_plugin_local.image_input import ImageInput
+from vista_rl import ConfigError, ModelFamily
 
 __all__ = ["ImageInput", "InternVLFamily", "ModelFamily", "QwenVLFamily", "family_for", "registered_families"]
 

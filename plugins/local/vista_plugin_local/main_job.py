@@ -3,7 +3,7 @@ beside the best blind baseline and the final model with its images blanked, and 
 
 Run after ``vista train`` (``scripts/demo.sh`` does)::
 
-    python -m vista_rl.engine.main_job RUN_DIR
+    python -m vista_plugin_local.main_job RUN_DIR
 
 It reads ``RUN_DIR/config.yaml`` and the trainer's held-out evals in ``RUN_DIR/results.json``
 (reused where the decoding matches, so nothing is evaluated twice), evaluates what is missing on the
@@ -24,16 +24,14 @@ import yaml
 from rich.console import Console
 
 import vista_rl
-from vista_rl._stats import Estimate
+from vista_plugin_local.config import LocalEngineConfig, validate_engine_config
+from vista_plugin_local.evaluate import evaluate
+from vista_plugin_local.policy import Policy, load_pretrained, pick_device
+from vista_plugin_local.policy_backend import PolicyBackend
+from vista_rl import SamplingParams, VistaError
 from vista_rl.baselines import BLANK_ENV_ID, BlindBaseline, Verdict, best_blind_baseline, main_job_verdict
 from vista_rl.config import RunConfig, validate_config
-from vista_rl.engine.config import LocalEngineConfig, validate_engine_config
-from vista_rl.engine.evaluate import evaluate
-from vista_rl.engine.policy import Policy, load_pretrained, pick_device
-from vista_rl.engine.policy_backend import PolicyBackend
-from vista_rl.errors import VistaError
-from vista_rl.model import SamplingParams
-from vista_rl.rollout.engine import RolloutEngine, episode_specs
+from vista_rl.rollout import Estimate, RolloutEngine, episode_specs
 
 GREEDY, SAMPLED = 0.0, 1.0
 #: Trainer eval labels -> report rows (the order of the table).
@@ -196,7 +194,7 @@ def format_table(report: dict[str, Any], env_id: str, seeds: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m vista_rl.engine.main_job", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m vista_plugin_local.main_job", description=__doc__.splitlines()[0])
     parser.add_argument("run_dir")
     parser.add_argument("--blind-train-seeds", type=int, default=100,
                         help="training seeds the blind sequence is chosen on (default 100)")

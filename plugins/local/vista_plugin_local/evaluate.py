@@ -8,9 +8,8 @@ from typing import Any
 
 import torch
 
-from vista_rl._stats import Estimate, mean, proportion
-from vista_rl.model import SamplingParams
-from vista_rl.rollout.engine import EpisodeSpec, RolloutEngine
+from vista_rl import SamplingParams
+from vista_rl.rollout import EpisodeSpec, Estimate, RolloutEngine, mean, proportion
 
 
 @dataclass

@@ -9,9 +9,8 @@ from typing import Any
 import torch
 
 import vista_rl
-from vista_rl.engine.samples import TrainSample
-from vista_rl.errors import ConfigError, UnknownItemError
-from vista_rl.estimator import AdvantageBatch, AdvantageOutput
+from vista_plugin_local.samples import TrainSample
+from vista_rl import AdvantageBatch, AdvantageOutput, ConfigError, UnknownItemError
 
 
 def build_advantage_batch(episodes: Sequence[TrainSample], width: int, values: torch.Tensor | None) -> AdvantageBatch:

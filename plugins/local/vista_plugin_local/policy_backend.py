@@ -21,12 +21,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from vista_rl.engine.chat_tokens import EpisodeTokens, ImageInput
-from vista_rl.engine.policy import Policy
-from vista_rl.model import Generation, ModelBackend, SamplingParams
-from vista_rl.observation import Chat, Message
-from vista_rl.rollout.context import escape_placeholders
-from vista_rl.store.images import image_hash
+from vista_plugin_local.chat_tokens import EpisodeTokens, ImageInput
+from vista_plugin_local.policy import Policy
+from vista_rl import Chat, Generation, Message, ModelBackend, SamplingParams, escape_placeholders
+from vista_rl.store import image_hash
 
 
 @dataclass

@@ -18,10 +18,10 @@ from typing import Any
 import torch
 from torch import nn
 
-from vista_rl.engine.chat_tokens import ChatEncoder, EpisodeTokens
-from vista_rl.engine.config import LoraSection
-from vista_rl.engine.families import family_for
-from vista_rl.errors import ConfigError
+from vista_plugin_local.chat_tokens import ChatEncoder, EpisodeTokens
+from vista_plugin_local.config import LoraSection
+from vista_plugin_local.families import family_for
+from vista_rl import ConfigError
 
 
 @dataclass

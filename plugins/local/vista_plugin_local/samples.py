@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from vista_rl.engine.chat_tokens import EpisodeTokens
-from vista_rl.engine.policy_backend import PolicyBackend
-from vista_rl.trajectory import Trajectory
+from vista_plugin_local.chat_tokens import EpisodeTokens
+from vista_plugin_local.policy_backend import PolicyBackend
+from vista_rl import Trajectory
 
 
 @dataclass

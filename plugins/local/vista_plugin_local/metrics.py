@@ -11,8 +11,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from vista_rl._jsonable import json_default
-from vista_rl.engine.checkpoint import DiskFullError
+from vista_plugin_local.checkpoint import DiskFullError
+from vista_rl.store import json_default
 
 STEP_METRICS_FILE = "metrics.jsonl"  # per-step log of a training run (not the eval summary metrics.json)
 EVAL_FILE = "eval.jsonl"

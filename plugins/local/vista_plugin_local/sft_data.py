@@ -15,9 +15,8 @@ from typing import Any
 
 from PIL import Image
 
-from vista_rl.engine.chat_tokens import ChatEncoder, EpisodeTokens
-from vista_rl.errors import VistaError
-from vista_rl.trajectory import Trajectory
+from vista_plugin_local.chat_tokens import ChatEncoder, EpisodeTokens
+from vista_rl import Trajectory, VistaError
 
 
 @dataclass

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from PIL import Image
 
-from vista_rl.engine.families import family_for
-from vista_rl.engine.image_input import ImageInput
-from vista_rl.observation import IMAGE_PLACEHOLDER
+from vista_plugin_local.families import family_for
+from vista_plugin_local.image_input import ImageInput
+from vista_rl import IMAGE_PLACEHOLDER
 
 if TYPE_CHECKING:
-    from vista_rl.model_family import ModelFamily
+    from vista_rl import ModelFamily
 
 __all__ = ["VISION_SPAN", "ChatEncoder", "EpisodeTokens", "ImageInput"]
 

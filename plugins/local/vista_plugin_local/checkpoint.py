@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from vista_rl.errors import VistaError
+from vista_rl import VistaError
 
 CHECKPOINT_DIR = "checkpoints"
 STATE_FILE = "state.pt"

@@ -31,32 +31,28 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 import vista_rl
-from vista_rl._engine_build import check_estimator_config
-from vista_rl._plugins import core_version, host
-from vista_rl.config import RunConfig
-from vista_rl.engine.advantages import build_advantage_batch, compute_advantages, make_estimator
-from vista_rl.engine.chat_tokens import EpisodeTokens
-from vista_rl.engine.checkpoint import (
+from vista_plugin_local.advantages import build_advantage_batch, compute_advantages, make_estimator
+from vista_plugin_local.chat_tokens import EpisodeTokens
+from vista_plugin_local.checkpoint import (
     latest_checkpoint,
     load_checkpoint,
     rng_state,
     save_checkpoint,
     set_rng_state,
 )
-from vista_rl.engine.config import LocalEngineConfig, validate_engine_config
-from vista_rl.engine.evaluate import EvalResult, evaluate
-from vista_rl.engine.losses import Denominators, aggregate, clipped_policy_loss, kl_k3, value_loss
-from vista_rl.engine.metrics import EVAL_FILE, MetricsLogger, append_jsonl, plot_reward_success
-from vista_rl.engine.policy import Policy, autocast_dtype, load_pretrained, micro_batches, pick_device
-from vista_rl.engine.policy_backend import PolicyBackend
-from vista_rl.engine.samples import SampleBatch, TrainSample, training_samples
-from vista_rl.engine.sft_data import load_jsonl, tokens_from_trajectory
+from vista_plugin_local.config import LocalEngineConfig, validate_engine_config
+from vista_plugin_local.evaluate import EvalResult, evaluate
+from vista_plugin_local.losses import Denominators, aggregate, clipped_policy_loss, kl_k3, value_loss
+from vista_plugin_local.metrics import EVAL_FILE, MetricsLogger, append_jsonl, plot_reward_success
+from vista_plugin_local.policy import Policy, autocast_dtype, load_pretrained, micro_batches, pick_device
+from vista_plugin_local.policy_backend import PolicyBackend
+from vista_plugin_local.samples import SampleBatch, TrainSample, training_samples
+from vista_plugin_local.sft_data import load_jsonl, tokens_from_trajectory
+from vista_rl import ConfigError, Env, SamplingParams, Trajectory, VistaError, check_estimator_config, host
+from vista_rl.config import RunConfig
 from vista_rl.engine_contract import EnginePlan
-from vista_rl.env import Env
-from vista_rl.errors import ConfigError, VistaError
-from vista_rl.model import SamplingParams
-from vista_rl.rollout.engine import EpisodeSpec, RolloutEngine, episode_specs
-from vista_rl.trajectory import Trajectory
+from vista_rl.rollout import EpisodeSpec, RolloutEngine, episode_specs
+from vista_rl.store import versions as store_versions
 
 RESULTS_FILE = "results.json"
 #: Episodes left out of an update (env/tool/model failure), one JSON line each with the reason.
@@ -178,7 +174,7 @@ class LocalEngine:
             return
         self.run_dir.mkdir(parents=True, exist_ok=True)
         (self.run_dir / "config.yaml").write_text(yaml.safe_dump(self.run_config.model_dump(), sort_keys=False))
-        versions = {"vista-rl": core_version(), "torch": torch.__version__,
+        versions = {"vista-rl": store_versions()["vista-rl"], "torch": torch.__version__,
                     "plugins": {p.name: f"{p.distribution} {p.version}" for p in host().plugins() if not p.builtin}}
         try:
             import transformers
