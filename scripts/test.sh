@@ -7,7 +7,7 @@ bash scripts/setup.sh
 VENV=${VISTA_VENV:-.venv}
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 echo "== ruff"; "$VENV/bin/ruff" check .
-echo "== mypy"; "$VENV/bin/mypy" core/vista_rl sdk/vista_rl_sdk plugins/gamekit/vista_plugin_gamekit
+echo "== mypy"; "$VENV/bin/mypy" core/vista_rl sdk/vista_rl_sdk plugins/gamekit/vista_plugin_gamekit plugins/local/vista_plugin_local
 echo "== pytest (main environment)"
 "$VENV/bin/python" -m pytest tests plugins contrib "$@"
 for extra in scripts/test.d/*.sh; do
