@@ -89,6 +89,19 @@ def test_make_engine_checks_the_contract(tmp_path: Path) -> None:
 
 
 @pytest.mark.usefixtures("engines")
+def test_a_section_for_an_engine_installed_elsewhere_is_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One run config for every engine: on a verl cluster without the local engine,
+    ``engine_config.local`` belongs to another machine, not to a typo."""
+    from vista_rl import _engine_build
+
+    monkeypatch.setitem(_engine_build.ENGINE_DISTRIBUTIONS, "elsewhere", "vista-plugin-elsewhere")
+    engine = vista_rl.make_engine("test-steps", run=_run(tmp_path, engine_config={"elsewhere": {"device": "cuda"}}))
+    assert isinstance(engine, StepEngine)
+    with pytest.raises(ConfigError, match="engine_config.elsewher: no engine 'elsewher' is registered"):
+        vista_rl.make_engine("test-steps", run=_run(tmp_path, engine_config={"elsewher": {}}))
+
+
+@pytest.mark.usefixtures("engines")
 @pytest.mark.parametrize(("behaviour", "status", "raises"), [
     ("finish", "completed", None), ("crash", "failed", RuntimeError), ("interrupt", "interrupted", KeyboardInterrupt),
 ])

@@ -23,7 +23,9 @@ ENGINE_DISTRIBUTIONS = {"local": "vista-plugin-local", "verl": "vista-plugin-ver
 
 def build_engine(run: RunConfig, resume: str | Path | None = None) -> Engine:
     """Make ``run.engine`` from ``run``.  Unknown engine ids (also as ``engine_config`` section names)
-    are config errors; a factory that does not follow the contract is a plugin error naming the engine."""
+    are config errors; a factory that does not follow the contract is a plugin error naming the engine.
+    A section for one of our engines that is not installed here (``engine_config.local`` on a verl
+    cluster) is kept, not refused: one run config serves every engine, each on its own machine."""
 
     registry = host().registry("engines")
     known = registry.ids()
@@ -32,7 +34,7 @@ def build_engine(run: RunConfig, resume: str | Path | None = None) -> Engine:
         hint = f"; it comes with the plugin {where}: pip install {where}" if where else ""
         raise ConfigError(f"engine: no engine {run.engine!r} is registered (registered: {', '.join(known) or 'none'}; "
                           f"see `vista engines`){hint}")
-    strangers = sorted(set(run.engine_config) - set(known))
+    strangers = sorted(set(run.engine_config) - set(known) - set(ENGINE_DISTRIBUTIONS))
     if strangers:
         hint = ""
         if strangers[0] in NEUTRAL_SECTIONS:
