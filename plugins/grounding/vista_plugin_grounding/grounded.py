@@ -54,15 +54,7 @@ class GroundedQAEnv(ToolQAEnv):
     def cited_points(self) -> list[tuple[float, float]]:
         """Points in every ``<think>`` so far, then every tool call's ``coordinate``."""
         thinks = [text for parsed in self.responses for text in parsed.fields.get("think", [])]
-        points = think_points(thinks)
-        for call in self.tool_calls:
-            coordinate = (call.get("arguments") or {}).get("coordinate")
-            if isinstance(coordinate, (list, tuple)) and len(coordinate) == 2:
-                try:
-                    points.append((float(coordinate[0]), float(coordinate[1])))
-                except (TypeError, ValueError):
-                    continue
-        return points
+        return think_points(thinks) + self.call_coordinates()
 
     def extra_reward(self, parsed: ParsedResponse, final: bool) -> tuple[float, dict[str, Any]]:
         points = self.cited_points()

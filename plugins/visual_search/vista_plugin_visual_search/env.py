@@ -92,13 +92,7 @@ class VisualSearchEnv(ToolQAEnv):
         for parsed in self.responses:
             for think in parsed.fields.get("think", []):
                 points.extend(points_in(think))
-        for call in self.tool_calls:
-            coordinate = (call.get("arguments") or {}).get("coordinate")
-            if isinstance(coordinate, list) and len(coordinate) == 2:
-                try:
-                    points.append((float(coordinate[0]), float(coordinate[1])))
-                except (TypeError, ValueError):
-                    continue
+        points.extend(self.call_coordinates())
         return points
 
     def extra_reward(self, parsed: ParsedResponse, final: bool) -> tuple[float, dict[str, Any]]:

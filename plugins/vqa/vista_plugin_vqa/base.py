@@ -115,6 +115,20 @@ class ToolQAEnv(Env):
         return None
 
     # ------------------------------------------------------------------------ state
+    def call_coordinates(self) -> list[tuple[float, float]]:
+        """The ``coordinate`` argument of every tool call so far, as (x, y) floats; calls without a
+        usable one (missing, wrong length, not numbers) are skipped.  Grounding rewards count these
+        beside the points written in ``<think>``."""
+        points: list[tuple[float, float]] = []
+        for call in self.tool_calls:
+            coordinate = (call.get("arguments") or {}).get("coordinate")
+            if isinstance(coordinate, (list, tuple)) and len(coordinate) == 2:
+                try:
+                    points.append((float(coordinate[0]), float(coordinate[1])))
+                except (TypeError, ValueError):
+                    continue
+        return points
+
     def _reset_state(self) -> None:
         self.turns = 0
         self.attempts = 0
