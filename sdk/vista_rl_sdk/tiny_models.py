@@ -53,34 +53,41 @@ QWEN_SPLIT_PATTERN = (
 
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
 
+def chat_template(image_markup: str, video_markup: str) -> str:
+    """A Qwen2-style ``<|im_start|>`` chat template in which an image part becomes ``image_markup``
+    and a video part ``video_markup`` where it stands (the only thing the families differ in)."""
+    return (
+        "{% for message in messages %}"
+        "{% if loop.first and message['role'] != 'system' %}"
+        "<|im_start|>system\n" + DEFAULT_SYSTEM_PROMPT + "<|im_end|>\n"
+        "{% endif %}"
+        "<|im_start|>{{ message['role'] }}\n"
+        "{% if message['content'] is string %}"
+        "{{ message['content'] }}"
+        "{% else %}"
+        "{% for part in message['content'] %}"
+        "{% if part['type'] == 'image' or part['type'] == 'image_url' or 'image' in part %}"
+        + image_markup +
+        "{% elif part['type'] == 'video' or 'video' in part %}"
+        + video_markup +
+        "{% elif 'text' in part %}"
+        "{{ part['text'] }}"
+        "{% endif %}"
+        "{% endfor %}"
+        "{% endif %}"
+        "<|im_end|>\n"
+        "{% endfor %}"
+        "{% if add_generation_prompt %}"
+        "<|im_start|>assistant\n"
+        "{% endif %}"
+    )
+
+
 #: A Qwen2.5-VL style chat template.  Messages carry a string or a list of content parts
 #: (``{"type": "text", "text": ...}``, ``{"type": "image"}`` / ``image_url``, ``{"type": "video"}``);
 #: each image becomes ``<|vision_start|><|image_pad|><|vision_end|>`` where it stands.
-QWEN_CHAT_TEMPLATE = (
-    "{% for message in messages %}"
-    "{% if loop.first and message['role'] != 'system' %}"
-    "<|im_start|>system\n" + DEFAULT_SYSTEM_PROMPT + "<|im_end|>\n"
-    "{% endif %}"
-    "<|im_start|>{{ message['role'] }}\n"
-    "{% if message['content'] is string %}"
-    "{{ message['content'] }}"
-    "{% else %}"
-    "{% for part in message['content'] %}"
-    "{% if part['type'] == 'image' or part['type'] == 'image_url' or 'image' in part %}"
-    "<|vision_start|><|image_pad|><|vision_end|>"
-    "{% elif part['type'] == 'video' or 'video' in part %}"
-    "<|vision_start|><|video_pad|><|vision_end|>"
-    "{% elif 'text' in part %}"
-    "{{ part['text'] }}"
-    "{% endif %}"
-    "{% endfor %}"
-    "{% endif %}"
-    "<|im_end|>\n"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}"
-    "<|im_start|>assistant\n"
-    "{% endif %}"
-)
+QWEN_CHAT_TEMPLATE = chat_template("<|vision_start|><|image_pad|><|vision_end|>",
+                                   "<|vision_start|><|video_pad|><|vision_end|>")
 
 #: InternVL's image tokens (the transformers-native ``InternVLProcessor`` names): each image tile is
 #: ``<img>`` + ``image_seq_length`` x ``<IMG_CONTEXT>`` + ``</img>``; ``<video>`` marks a video.
@@ -90,31 +97,7 @@ INTERNVL_SPECIAL_TOKENS: tuple[str, ...] = ("<img>", "</img>", "<IMG_CONTEXT>", 
 #: model uses).  An image part becomes ``<IMG_CONTEXT>`` where it stands, which the processor expands
 #: (no ``\n`` after it, unlike InternVL's own templates: so the text matches the local engine's
 #: rendering of an observation, placeholder for placeholder).
-INTERNVL_CHAT_TEMPLATE = (
-    "{% for message in messages %}"
-    "{% if loop.first and message['role'] != 'system' %}"
-    "<|im_start|>system\n" + DEFAULT_SYSTEM_PROMPT + "<|im_end|>\n"
-    "{% endif %}"
-    "<|im_start|>{{ message['role'] }}\n"
-    "{% if message['content'] is string %}"
-    "{{ message['content'] }}"
-    "{% else %}"
-    "{% for part in message['content'] %}"
-    "{% if part['type'] == 'image' or part['type'] == 'image_url' or 'image' in part %}"
-    "<IMG_CONTEXT>"
-    "{% elif part['type'] == 'video' or 'video' in part %}"
-    "<video>"
-    "{% elif 'text' in part %}"
-    "{{ part['text'] }}"
-    "{% endif %}"
-    "{% endfor %}"
-    "{% endif %}"
-    "<|im_end|>\n"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}"
-    "<|im_start|>assistant\n"
-    "{% endif %}"
-)
+INTERNVL_CHAT_TEMPLATE = chat_template("<IMG_CONTEXT>", "<video>")
 
 #: Architectures ``init_tiny_model`` can build (``--family`` of ``vista model init-tiny``).
 ARCHITECTURES: tuple[str, ...] = ("qwen2_5_vl", "internvl")
