@@ -9,14 +9,9 @@ VENV=${VISTA_VENV:-$ROOT/.venv}
 PY=${PYTHON:-python3}
 
 # System packages some plugins need (Tesseract for the OCR tool).  Best effort: skipped without root.
+source scripts/lib.sh
 if ! command -v tesseract >/dev/null 2>&1; then
-  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
-    echo "setup: installing tesseract-ocr (Debian)"
-    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq tesseract-ocr >/dev/null) \
-      || echo "setup: warning: could not install tesseract-ocr; OCR tests will fail" >&2
-  else
-    echo "setup: warning: tesseract is missing and cannot be installed here (needs root + apt)" >&2
-  fi
+  apt_install_or_warn setup "the OCR tests will fail" tesseract-ocr
 fi
 
 stamp_inputs() {
@@ -28,7 +23,6 @@ if [ -f "$STAMP" ]; then
 fi
 
 [ -x "$VENV/bin/python" ] || "$PY" -m venv "$VENV"
-source scripts/lib.sh
 # The CPU build of torch first: with it installed, every torch range below is already satisfied and
 # pip never pulls the multi-GB CUDA build.
 pip_install "torch==2.13.0"

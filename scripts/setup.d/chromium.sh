@@ -9,27 +9,11 @@
 # Usage: bash scripts/setup.d/chromium.sh
 set -euo pipefail
 
+source "$(dirname "$0")/../lib.sh"
 have() { command -v "$1" >/dev/null 2>&1; }
 if { have chromium || have chromium-browser; } && have chromedriver; then
   exit 0
 fi
-if ! have apt-get; then
-  echo "setup.d/chromium: warning: no apt-get; install Chromium and chromedriver yourself for the browser tests" >&2
-  exit 0
-fi
-if [ "$(id -u)" = "0" ]; then
-  SUDO=()
-elif have sudo && sudo -n true 2>/dev/null; then
-  SUDO=(sudo -n)
-else
-  echo "setup.d/chromium: warning: need root or passwordless sudo to apt-get install chromium chromium-driver;" \
-       "the browser tests will skip" >&2
-  exit 0
-fi
-echo "setup.d/chromium: installing chromium and chromium-driver (Debian)"
-if ! { "${SUDO[@]}" apt-get update -qq \
-       && DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -qq chromium chromium-driver >/dev/null; }; then
-  echo "setup.d/chromium: warning: apt-get could not install chromium chromium-driver; the browser tests will skip" >&2
-  exit 0
-fi
+apt_install_or_warn setup.d/chromium "the browser tests will skip" chromium chromium-driver
+have chromium || exit 0
 chromium --version

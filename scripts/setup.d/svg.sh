@@ -6,25 +6,8 @@
 # Usage: bash scripts/setup.d/svg.sh
 set -euo pipefail
 
-have() { command -v "$1" >/dev/null 2>&1; }
+source "$(dirname "$0")/../lib.sh"
 if ldconfig -p 2>/dev/null | grep -q 'libcairo\.so\.2'; then
   exit 0
 fi
-if ! have apt-get; then
-  echo "setup.d/svg: warning: no apt-get; install the cairo library (libcairo2) yourself for the SVG env" >&2
-  exit 0
-fi
-if [ "$(id -u)" = "0" ]; then
-  SUDO=()
-elif have sudo && sudo -n true 2>/dev/null; then
-  SUDO=(sudo -n)
-else
-  echo "setup.d/svg: warning: need root or passwordless sudo to apt-get install libcairo2" >&2
-  exit 0
-fi
-echo "setup.d/svg: installing libcairo2 (Debian)"
-if ! { "${SUDO[@]}" apt-get update -qq \
-       && DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -qq libcairo2 >/dev/null; }; then
-  echo "setup.d/svg: warning: apt-get could not install libcairo2; the SVG env cannot render" >&2
-  exit 0
-fi
+apt_install_or_warn setup.d/svg "the SVG env cannot render" libcairo2
