@@ -256,3 +256,67 @@ def test_training_on_a_remote_env(tmp_path: Path, tiny_model_dir: Path) -> None:
     assert isinstance(batch.samples[0].trajectory.turns[0].images[0], Image.Image)
     (row,) = _rl_rows(tmp_path / "run")
     assert row["optimizer_steps"] == 1
+
+
+def test_training_one_sequence_per_turn(tmp_path: Path, tiny_model_dir: Path, plugin: None) -> None:
+    """``window_size: 0``: every prompt is the system prompt and the current observation alone, so RL
+    trains one sequence per turn (the exact prompt it answered, loss on its sampled tokens only) and
+    SFT trains on per-turn oracle examples built the same way."""
+    env = {"id": "test/counter-v0", "config": {"target": 3}}
+    run = run_config(tiny_model_dir, tmp_path / "run", env=env, max_turns=3, overrides=(
+        "sft.steps=1", "trainer.steps=1", "eval.seeds.count=1", "rollout.window_size=0"))
+    engine = LocalEngine(run)
+    engine.run()
+    sft_examples = engine._sft_examples()
+    assert len(sft_examples) == 4 * 3  # 4 oracle episodes of 3 turns, one example each
+    assert all(len(example.images) == 1 and len(example.turn_ends) == 1 for example in sft_examples)
+    batch = engine.last_batch
+    assert batch is not None and batch.samples and not batch.dropped
+    decode = engine.policy.encoder.tokenizer.decode
+    episodes: dict[int, list[TrainSample]] = {}
+    for sample in batch.samples:
+        episodes.setdefault(id(sample.trajectory), []).append(sample)
+    assert len(episodes) == 4
+    for samples in episodes.values():
+        trajectory = samples[0].trajectory
+        assert [sample.turn_index for sample in samples] == list(range(trajectory.num_turns))
+        for sample, turn, view in zip(samples, trajectory.turns, trajectory.turn_views, strict=True):
+            assert len(sample.tokens.images) == 1
+            prompt = decode(sample.tokens.input_ids[:view.prompt_length])
+            assert turn.observation.replace("<image>", "").strip() in prompt
+            assert prompt.count("Counter at") + prompt.count("Invalid") == 1  # no earlier turn in context
+            assert sample.tokens.loss_mask == [0] * view.prompt_length + [1] * (len(view.input_ids) - view.prompt_length)
+    (row,) = _rl_rows(tmp_path / "run")
+    assert row["trained_episodes"] == 4 and row["trained_sequences"] == len(batch.samples)
+    assert row["optimizer_steps"] == 1
+
+
+def test_per_turn_advantages_broadcast_each_episodes_grpo_advantage() -> None:
+    """GRPO over whole episodes (the group's returns normalised), then every trained token of every
+    turn of an episode carries that episode's advantage over its number of turns; untrained tokens
+    carry none."""
+    from vista_plugin_local.advantages import make_estimator, per_turn_advantages
+    from vista_plugin_local.chat_tokens import EpisodeTokens
+
+    from vista_rl import Trajectory
+
+    def episode(group: int, rewards: list[float]) -> list[TrainSample]:
+        trajectory = Trajectory(env_id="x", seed=group)
+        return [TrainSample(trajectory, EpisodeTokens([7] * 5, [0, 0, 1, 1, 0][:5], [3], []), group, [reward], turn)
+                for turn, reward in enumerate(rewards)]
+
+    samples = (episode(0, [0.0, 0.0, 1.0]) + episode(0, [0.0, 0.0]) + episode(1, [0.5]) + episode(1, [0.0, 0.0]))
+    advantages = per_turn_advantages(make_estimator("grpo", {}), samples, width=6)
+    assert advantages.shape == (len(samples), 6)
+    returns = torch.tensor([1.0, 0.0, 0.5, 0.0])
+    groups = torch.tensor([0, 0, 1, 1])
+    per_episode = []
+    for index in range(4):
+        same = returns[groups == groups[index]]
+        per_episode.append(float((returns[index] - same.mean()) / (same.std() + 1e-6)))
+    owners = [0, 0, 0, 1, 1, 2, 3, 3]
+    turns = [3, 2, 1, 2]
+    for row, owner in enumerate(owners):
+        value = per_episode[owner] / turns[owner]  # every episode weighs the same, whatever its length
+        assert advantages[row, :5].tolist() == pytest.approx([0, 0, value, value, 0], abs=1e-4)
+        assert advantages[row, 5] == 0

@@ -140,3 +140,42 @@ def test_tiny_qwen_token_views_decode_to_the_conversation(tiny_model_dir):
         assert view.input_ids.count(pad) == pads_per_image * len(view.images) == pads_per_image * 3
         assert all(lp <= 0 for lp in view.logprobs) and sum(view.loss_mask) == len(
             [lp for lp, m in zip(view.logprobs, view.loss_mask, strict=True) if m])
+
+
+def test_per_turn_views_are_each_turns_exact_context():
+    """``window_size: 0`` shows each turn alone; with per-turn sequences (auto for window 0) every turn
+    gets its own view: the very prompt the backend was given, then the sampled ids, reward on its end."""
+    backend = CharTokenBackend(oracle=True)
+    settings = RolloutSection(window_size=0)
+    assert settings.per_turn_sequences
+    with RolloutEngine(backend, settings) as engine:
+        trajectory = engine.run([EpisodeSpec(COUNTER, 4)])[0]
+    assert trajectory.token_view is None and "token_view_error" not in trajectory.metadata
+    tokenizer = backend.tokenizer
+    from vista_rl.observation import Message
+    assert len(trajectory.turn_views) == trajectory.num_turns == 3
+    for turn, view in zip(trajectory.turns, trajectory.turn_views, strict=True):
+        prompt = tokenizer.render([Message("system", trajectory.system_prompt),
+                                   Message("user", turn.observation, turn.images)])
+        assert view.input_ids == prompt + tokenizer.encode(turn.response) + [1]
+        assert view.loss_mask == [0] * len(prompt) + [1] * (len(view.input_ids) - len(prompt))
+        assert view.prompt_length == view.turn_starts[0] == len(prompt)
+        assert view.turn_ends == [len(view.input_ids) - 1]
+        assert view.turn_rewards == [pytest.approx(turn.reward)]
+        assert view.image_refs == [image_hash(image) for image in turn.images]
+        assert view.input_ids.count(2) == IMAGE_TOKENS  # only the current image
+    # what the store writes and reads back keeps the views
+    from vista_rl import Trajectory
+    again = Trajectory.from_dict(trajectory.to_dict())
+    assert [view.input_ids for view in again.turn_views] == [view.input_ids for view in trajectory.turn_views]
+
+
+def test_per_turn_views_with_a_longer_window_hold_the_window_images():
+    backend = CharTokenBackend(oracle=True)
+    with RolloutEngine(backend, RolloutSection(window_size=1, sequences="turn")) as engine:
+        trajectory = engine.run([EpisodeSpec(COUNTER, 4)])[0]
+    counts = [view.input_ids.count(2) // IMAGE_TOKENS for view in trajectory.turn_views]
+    assert counts == [1, 2, 2]
+    assert [len(view.image_refs) for view in trajectory.turn_views] == counts
+    assert trajectory.turn_views[2].image_refs == [image_hash(image) for image in
+                                                    (trajectory.turns[1].images + trajectory.turns[2].images)]

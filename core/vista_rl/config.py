@@ -53,7 +53,12 @@ class ToolOverride(Section):
 class RolloutSection(Section):
     max_turns: int = Field(5, ge=1)
     group_size: int = Field(1, ge=1, description="samples per seed (G)")
-    window_size: int | None = Field(None, ge=1, description="keep only the last k turns in context")
+    window_size: int | None = Field(None, ge=0, description="keep only the last k turns in context (0: the "
+                                    "current observation alone, a Markov policy)")
+    sequences: Literal["auto", "episode", "turn"] = Field(
+        "auto", description="training sequences: one per episode (the turns concatenated) or one per turn "
+        "(each the exact context that turn answered, as a context window needs); auto: turn when "
+        "window_size is 0, else episode")
     max_context_tokens: int | None = Field(None, ge=1)
     reflection: bool = Field(False, description="engine-side reflection: after a wrong final answer, reset the "
                              "env to the same seed and let the model try again with feedback (docs/reflection.md)")
@@ -86,6 +91,13 @@ class RolloutSection(Section):
     def max_attempts(self) -> int:
         """Old name of :attr:`reflection_attempts`, readable until 0.2 (code written before the rename)."""
         return self.reflection_attempts
+
+    @property
+    def per_turn_sequences(self) -> bool:
+        """Whether trainers get one sequence per turn (``Trajectory.turn_views``)."""
+        if self.sequences == "auto":
+            return self.window_size == 0
+        return self.sequences == "turn"
 
 
 #: Estimators that learn a value function (a critic): choosing one turns the critic on by default.

@@ -106,6 +106,8 @@ class Trajectory:
     failure: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     token_view: TokenView | None = None
+    #: One view per turn, each the whole context that turn answered (``rollout.sequences: turn``).
+    turn_views: list[TokenView] = field(default_factory=list)
 
     @property
     def total_reward(self) -> float:
@@ -127,6 +129,8 @@ class Trajectory:
                 value = [turn.to_dict() for turn in self.turns]
             elif f.name == "token_view":
                 value = self.token_view.to_dict() if self.token_view is not None else None
+            elif f.name == "turn_views":
+                value = [view.to_dict() for view in self.turn_views]
             else:
                 value = _plain(value)
             data[f.name] = value
@@ -137,11 +141,13 @@ class Trajectory:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Trajectory:
         """Rebuild a trajectory from :meth:`to_dict` output (images stay as ``image_refs``)."""
-        known = {f.name for f in fields(cls)} - {"initial_images", "turns", "token_view"}
+        known = {f.name for f in fields(cls)} - {"initial_images", "turns", "token_view", "turn_views"}
         kwargs = {key: value for key, value in data.items() if key in known}
         turns = [Turn.from_dict(turn) for turn in data.get("turns", [])]
         view = data.get("token_view")
-        return cls(**kwargs, turns=turns, token_view=TokenView.from_dict(view) if view else None)
+        turn_views = [TokenView.from_dict(item) for item in data.get("turn_views") or []]
+        return cls(**kwargs, turns=turns, token_view=TokenView.from_dict(view) if view else None,
+                   turn_views=turn_views)
 
 
 def _plain(value: Any) -> Any:

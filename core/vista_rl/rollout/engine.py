@@ -253,7 +253,8 @@ class RolloutEngine:
             trajectory = Trajectory(env_id=spec.env_id, seed=spec.seed, sample_index=spec.sample_index)
             trajectory.metadata.update(dict(spec.metadata))
             trajectory.metadata.update(episode_index=index, group_id=spec.group_id or f"{spec.env_id}:{spec.seed}")
-            episode = _Episode(order=index, spec=spec, trajectory=trajectory)
+            episode = _Episode(order=index, spec=spec, trajectory=trajectory,
+                               builder=TokenViewBuilder(per_turn=self.settings.per_turn_sequences))
             outcome = self._pool.wait(call, self.settings.env_timeout_s)
             if not outcome.ok:
                 episode.fail(outcome.describe(f"starting env {spec.env_id} (make, reset, system_prompt)",
@@ -397,7 +398,8 @@ class RolloutEngine:
             chars = sum(len(message.content) for message in chat) + len(text)
             episode.context_tokens = chars // CHARS_PER_TOKEN
         if episode.builder.active:
-            new_images = [image for message in messages_after_last_assistant(chat) for image in message.images]
+            added = chat if episode.builder.per_turn else messages_after_last_assistant(chat)
+            new_images = [image for message in added for image in message.images]
             refs = [image_hash(image) for image in new_images] if prompt_ids is not None else []
             episode.builder.add_turn(prompt_ids, getattr(generation, "token_ids", None),
                                      getattr(generation, "logprobs", None), finish_reason, new_images, refs, text,
@@ -515,12 +517,13 @@ class RolloutEngine:
             format_errors=episode.format_errors, env_steps=episode.env_steps, tool_calls=episode.tool_call_count,
         )
         trajectory.metadata.setdefault("first_attempt_success", trajectory.success)
+        trajectory.turn_views = episode.builder.turn_views if episode.builder.active else []
         try:
             trajectory.token_view = episode.builder.build()
         except Exception as exc:  # noqa: BLE001 - an inconsistent view is dropped, the episode is kept
             trajectory.token_view = None
             episode.builder.disable(f"building the token view raised {type(exc).__name__}: {exc}")
-        if episode.builder.error and episode.builder.turn_ends:
+        if episode.builder.error and (episode.builder.turn_ends or episode.builder.turn_views):
             trajectory.metadata["token_view_error"] = episode.builder.error
         self._close_env(episode)
         self.timings.episodes += 1

@@ -99,9 +99,16 @@ def continuation_start(
 
 
 class TokenViewBuilder:
-    """Accumulates one episode's token view turn by turn."""
+    """Accumulates one episode's token view turn by turn.
 
-    def __init__(self) -> None:
+    With ``per_turn`` it keeps, instead, one view per turn: that turn's whole prompt (exactly the
+    context the model answered) plus its generated ids.  This is what a context window that drops the
+    history (``rollout.window_size: 0``) needs, since no single sequence holds every turn as it was
+    seen (VAGEN's "no concat" mode)."""
+
+    def __init__(self, per_turn: bool = False) -> None:
+        self.per_turn = per_turn
+        self.turn_views: list[TokenView] = []
         self.input_ids: list[int] = []
         self.loss_mask: list[int] = []
         self.logprobs: list[float] | None = []
@@ -144,6 +151,9 @@ class TokenViewBuilder:
             self.disable("the backend returned no prompt/generated token ids")
             return
         prompt, generated = [int(t) for t in prompt_ids], [int(t) for t in generated_ids]
+        if self.per_turn:
+            self._add_turn_view(prompt, generated, logprobs, new_images, new_image_refs)
+            return
         if not self.turn_ends:
             context = prompt
             self.prompt_length = len(prompt)
@@ -174,12 +184,28 @@ class TokenViewBuilder:
         self.image_refs.extend(new_image_refs)
         self._previous, self._previous_finish, self._previous_prompt = generated, finish_reason, prompt
 
+    def _add_turn_view(self, prompt: list[int], generated: list[int], logprobs: Sequence[float] | None,
+                       images: Sequence[Image.Image], refs: Sequence[str]) -> None:
+        """Per-turn mode: ``images`` are all the images of this prompt, in placeholder order."""
+        sampled = None
+        if logprobs is not None and len(logprobs) == len(generated):
+            sampled = [0.0] * len(prompt) + [float(value) for value in logprobs]
+        self.turn_views.append(TokenView(
+            input_ids=prompt + generated, loss_mask=[0] * len(prompt) + [1] * len(generated),
+            turn_ends=[len(prompt) + len(generated) - 1], turn_rewards=[0.0], logprobs=sampled,
+            image_refs=list(refs), prompt_length=len(prompt), turn_starts=[len(prompt)], images=list(images)))
+
     def set_last_reward(self, reward: float) -> None:
-        if self.active and self.turn_rewards:
+        if not self.active:
+            return
+        if self.per_turn and self.turn_views:
+            self.turn_views[-1].turn_rewards[-1] = float(reward)
+        elif self.turn_rewards:
             self.turn_rewards[-1] = float(reward)
 
     def build(self) -> TokenView | None:
-        if not self.active or not self.turn_ends:
+        """The episode's one view (``None`` in per-turn mode: see :attr:`turn_views`)."""
+        if self.per_turn or not self.active or not self.turn_ends:
             return None
         return TokenView(
             input_ids=self.input_ids, loss_mask=self.loss_mask, turn_ends=self.turn_ends,

@@ -181,8 +181,9 @@ class RunWriter:
         trajectory.initial_image_refs = [self._save(image) for image in trajectory.initial_images]
         for turn in trajectory.turns:
             turn.image_refs = [self._save(image) for image in turn.images]
-        if trajectory.token_view is not None:
-            trajectory.token_view.image_refs = [self._save(image) for image in trajectory.token_view.images]
+        views = ([trajectory.token_view] if trajectory.token_view is not None else []) + trajectory.turn_views
+        for view in views:
+            view.image_refs = [self._save(image) for image in view.images]
         self._file.write(to_json_line(trajectory.to_dict()) + "\n")
         self._file.flush()
         self.count += 1

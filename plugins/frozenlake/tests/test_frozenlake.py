@@ -187,3 +187,24 @@ def test_brief_prompt_style_keeps_the_game_and_drops_the_prose():
         if a.terminated or a.truncated:
             break
     assert a.info["success"]
+
+
+def test_flat_tiles_keep_each_cells_kind_after_shrinking_to_7_px():
+    """``tile_style: flat`` paints each cell one solid colour, so a 4x4 map resized to 28x28 (the main
+    job's one-vision-token view) still shows every cell's kind at its centre; the text grid agrees."""
+    from PIL import Image
+    from vista_plugin_frozenlake.render import FLAT_COLOURS
+
+    env = vista_rl.make_env(ENV_ID, render_mode="both", tile_style="flat", tile_size=28, p=0.7)
+    assert_incremental_frames_match(env, ACTION_NAMES, seed=4)
+    observation, _ = env.reset(seed=4)
+    small = observation.images[0].resize((28, 28), Image.BICUBIC)
+    kinds = {"_": 0, "O": 1, "G": 2, "P": 3}
+    rows = [line.split("\t") for line in env._text_grid().splitlines()]
+    assert {symbol for row in rows for symbol in row} >= {"_", "O", "G", "P"}
+    for r, row in enumerate(rows):
+        for c, symbol in enumerate(row):
+            assert small.getpixel((c * 7 + 3, r * 7 + 3)) == FLAT_COLOURS[kinds[symbol]]
+    assert len(set(FLAT_COLOURS)) == len(FLAT_COLOURS)
+    with pytest.raises(ValidationError, match="tile_style"):
+        vista_rl.make_env(ENV_ID, tile_style="pixel-art")

@@ -7,7 +7,7 @@ from the same seed, so an episode is a pure function of the seed and the actions
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import Field, model_validator
@@ -42,6 +42,9 @@ class FrozenLakeConfig(GameConfig):
     max_solution_steps: int | None = Field(None, ge=1)
     desc: list[str] | None = Field(None, description="a fixed map in gymnasium letters (S, F, H, G)")
     tile_size: int = Field(64, ge=4, le=256, description="pixels per cell (64 gives 256x256 for 4x4)")
+    tile_style: Literal["sprites", "flat"] = Field(
+        "sprites", description="sprites (VAGEN's look) or flat: one solid colour per cell kind, for maps "
+        "shown at a few pixels a cell")
     success_reward: float = Field(10.0, description="gymnasium's 1 plus VAGEN's bonus of 9")
     step_penalty: float = 0.0
     hole_penalty: float = 0.0
@@ -126,7 +129,8 @@ class FrozenLakeEnv(TextGameEnv):
 
     def _image(self) -> np.ndarray:
         size = self.lake.size
-        return self._frame.render(render.tiles(self.config.tile_size), size, size, self._kind)
+        tiles = render.flat_tiles if self.config.tile_style == "flat" else render.tiles
+        return self._frame.render(tiles(self.config.tile_size), size, size, self._kind)
 
     def _text_grid(self) -> str:
         symbols = {render.FROZEN: "_", render.HOLE: "O", render.GOAL: "G", render.PLAYER: "P",

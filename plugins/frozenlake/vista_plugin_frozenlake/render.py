@@ -45,6 +45,18 @@ def _player(base: np.ndarray) -> np.ndarray:
     return tile
 
 
+#: ``tile_style: flat``: one solid colour per tile kind (ice, hole, goal, player, player in a hole,
+#: player on the goal), in the sprites' own colours.
+FLAT_COLOURS = ((200, 230, 245), (25, 45, 90), (235, 180, 40), (40, 140, 60), (20, 70, 30), (120, 160, 40))
+
+
+@lru_cache(maxsize=8)
+def flat_tiles(size: int) -> np.ndarray:
+    """Array (6, size, size, 3) of solid tiles: for images so small that a sprite would be a pixel or
+    two (a 28x28 map is 7 px a cell), where the kind of a cell must survive the resize whole."""
+    return freeze([solid(size, colour) for colour in FLAT_COLOURS])
+
+
 @lru_cache(maxsize=8)
 def tiles(size: int) -> np.ndarray:
     """Array (6, size, size, 3) of the tile kinds; read-only, shared by every env."""

@@ -15,16 +15,20 @@ from dataclasses import dataclass, field
 from vista_plugin_local.chat_tokens import EpisodeTokens
 from vista_plugin_local.policy_backend import PolicyBackend
 from vista_rl import Trajectory
+from vista_rl.trajectory import TokenView
 
 
 @dataclass
 class TrainSample:
-    """One episode ready for the loss: tokens (with images), its GRPO group and turn rewards."""
+    """One episode (or, with per-turn sequences, one turn of it) ready for the loss: tokens (with
+    images), its GRPO group and turn rewards."""
 
     trajectory: Trajectory
     tokens: EpisodeTokens
     group: int
     turn_rewards: list[float] = field(default_factory=list)
+    #: Which turn of the episode this sample is (per-turn sequences); ``None``: the whole episode.
+    turn_index: int | None = None
 
     @property
     def success(self) -> bool:
@@ -42,39 +46,53 @@ class SampleBatch:
     dropped: list[tuple[Trajectory, str]]
 
 
-def why_untrainable(trajectory: Trajectory) -> str | None:
+def why_untrainable(trajectory: Trajectory, per_turn: bool = False) -> str | None:
     if trajectory.failure:
         return f"episode failed: {trajectory.failure}"
-    if trajectory.token_view is None:
+    if (not trajectory.turn_views) if per_turn else (trajectory.token_view is None):
         reason = trajectory.metadata.get("token_view_error") or "no model turn"
         return f"no token view: {reason}"
+    if per_turn and len(trajectory.turn_views) != trajectory.num_turns:
+        return f"{len(trajectory.turn_views)} turn views for {trajectory.num_turns} turns"
     return None
 
 
-def training_samples(trajectories: Sequence[Trajectory], backend: PolicyBackend) -> SampleBatch:
-    """Samples of the trainable trajectories; samples of one seed share a group index."""
+def _view_tokens(view: TokenView, backend: PolicyBackend) -> EpisodeTokens:
+    """The view's ids with the processor tensors of its images (ValueError if they disagree)."""
+    try:
+        images = backend.image_inputs(view.image_refs)
+    except KeyError as exc:
+        raise ValueError(str(exc)) from None
+    tokens = EpisodeTokens(list(view.input_ids), list(view.loss_mask), list(view.turn_ends), images)
+    expected = sum(backend.encoder.vision_tokens(image) for image in images)
+    found = sum(1 for token in tokens.input_ids if token == backend.encoder.image_token_id)
+    if expected != found:
+        raise ValueError(f"token view has {found} image tokens but its images need {expected}")
+    return tokens
+
+
+def training_samples(trajectories: Sequence[Trajectory], backend: PolicyBackend,
+                     per_turn: bool = False) -> SampleBatch:
+    """Samples of the trainable trajectories (one per episode, or one per turn with ``per_turn``);
+    samples of one seed share a group index."""
     groups: dict[str, int] = {}
     samples: list[TrainSample] = []
     dropped: list[tuple[Trajectory, str]] = []
     for trajectory in trajectories:
-        reason = why_untrainable(trajectory)
-        view = trajectory.token_view
-        if reason is None and view is not None:
+        reason = why_untrainable(trajectory, per_turn)
+        views = trajectory.turn_views if per_turn else [trajectory.token_view]
+        pieces: list[tuple[EpisodeTokens, TokenView]] = []
+        if reason is None:
             try:
-                images = backend.image_inputs(view.image_refs)
-            except KeyError as exc:
+                pieces = [(_view_tokens(view, backend), view) for view in views if view is not None]
+            except ValueError as exc:
                 reason = str(exc)
-            else:
-                tokens = EpisodeTokens(list(view.input_ids), list(view.loss_mask), list(view.turn_ends), images)
-                expected = sum(backend.encoder.vision_tokens(image) for image in images)
-                found = sum(1 for token in tokens.input_ids if token == backend.encoder.image_token_id)
-                if expected != found:
-                    reason = f"token view has {found} image tokens but its images need {expected}"
         if reason is not None:
             dropped.append((trajectory, reason))
             continue
-        assert view is not None
         key = str(trajectory.metadata.get("group_id", f"{trajectory.env_id}:{trajectory.seed}"))
         group = groups.setdefault(key, len(groups))
-        samples.append(TrainSample(trajectory, tokens, group, list(view.turn_rewards)))
+        for index, (tokens, view) in enumerate(pieces):
+            samples.append(TrainSample(trajectory, tokens, group, list(view.turn_rewards),
+                                       index if per_turn else None))
     return SampleBatch(samples, dropped)

@@ -40,11 +40,14 @@ def _load_image(base: Path, ref: str) -> Image.Image:
     raise FileNotFoundError(f"image {ref!r} not found next to the JSONL or in its images/ folder")
 
 
-def tokens_from_turns(system: str, turns: Sequence[tuple[str, list[Image.Image], str]],
-                      encoder: ChatEncoder) -> EpisodeTokens:
+TurnPiece = tuple[str, list[Image.Image], str]
+
+
+def tokens_from_turns(system: str, turns: Sequence[TurnPiece], encoder: ChatEncoder,
+                      train_from: int = 0) -> EpisodeTokens:
     """Token view of ``(observation, images, response)`` turns, where each observation is the one
     the response *answered* (``Turn.observation``'s meaning everywhere: rollouts, experts, the
-    store); the loss covers the responses only."""
+    store); the loss covers the responses from index ``train_from`` on (earlier ones are context)."""
     tokens = EpisodeTokens()
     for index, (observation, images, response) in enumerate(turns):
         if index == 0:
@@ -53,24 +56,45 @@ def tokens_from_turns(system: str, turns: Sequence[tuple[str, list[Image.Image],
             ids, vision = encoder.followup_segment(observation, images)
         tokens.extend(ids, trainable=False)
         tokens.images.extend(vision)
-        tokens.extend(encoder.response_ids(response), trainable=True)
+        tokens.extend(encoder.response_ids(response), trainable=index >= train_from)
         tokens.turn_ends.append(len(tokens) - 1)
     return tokens
 
 
-def tokens_from_trajectory(trajectory: Trajectory, encoder: ChatEncoder) -> EpisodeTokens:
-    """Token view of an in-memory trajectory (rollout or expert), images from ``Turn.images``."""
+def examples_from_turns(system: str, turns: Sequence[TurnPiece], encoder: ChatEncoder,
+                        per_turn: bool = False, window_size: int | None = None) -> list[EpisodeTokens]:
+    """SFT examples of one episode: the whole episode as one sequence, or (``per_turn``) one sequence
+    per turn holding what the rollout engine shows that turn (the last ``window_size`` exchanges as
+    context, untrained, then the turn itself), so SFT trains on the contexts RL and evaluation use."""
+    if not per_turn:
+        return [tokens_from_turns(system, turns, encoder)]
+    examples = []
+    for index in range(len(turns)):
+        start = 0 if window_size is None else max(0, index - window_size)
+        examples.append(tokens_from_turns(system, turns[start:index + 1], encoder, train_from=index - start))
+    return examples
+
+
+def trajectory_pieces(trajectory: Trajectory) -> list[TurnPiece]:
+    """``(observation, images, response)`` of each turn of an in-memory trajectory (rollout or
+    expert), images from ``Turn.images``."""
     if not trajectory.turns:
         raise ValueError("no turns")
     turns = []
     for index, turn in enumerate(trajectory.turns):
         images = list(turn.images) if turn.images or index else list(trajectory.initial_images)
         turns.append((turn.observation, images, turn.response))
-    return tokens_from_turns(trajectory.system_prompt, turns, encoder)
+    return turns
 
 
-def tokens_from_record(record: dict[str, Any], encoder: ChatEncoder, base: Path) -> EpisodeTokens:
-    """Token view of one stored trajectory (``Trajectory.to_dict`` form)."""
+def tokens_from_trajectory(trajectory: Trajectory, encoder: ChatEncoder) -> EpisodeTokens:
+    """Token view of a whole in-memory trajectory."""
+    return tokens_from_turns(trajectory.system_prompt, trajectory_pieces(trajectory), encoder)
+
+
+def record_pieces(record: dict[str, Any], base: Path) -> list[TurnPiece]:
+    """``(observation, images, response)`` of each turn of one stored trajectory
+    (``Trajectory.to_dict`` form)."""
     turns = record.get("turns")
     if not isinstance(turns, list) or not turns:
         raise ValueError("no turns")
@@ -85,10 +109,11 @@ def tokens_from_record(record: dict[str, Any], encoder: ChatEncoder, base: Path)
         if index == 0 and not refs:
             refs = record.get("initial_image_refs") or []
         pieces.append((observation, [_load_image(base, str(ref)) for ref in refs], turn["response"]))
-    return tokens_from_turns(str(record.get("system_prompt") or ""), pieces, encoder)
+    return pieces
 
 
-def load_jsonl(path: Path, encoder: ChatEncoder) -> tuple[list[EpisodeTokens], JsonlLoadReport]:
+def load_jsonl(path: Path, encoder: ChatEncoder, per_turn: bool = False,
+               window_size: int | None = None) -> tuple[list[EpisodeTokens], JsonlLoadReport]:
     if not path.is_file():
         raise VistaError(f"sft.path: {path} does not exist; record trajectories first or use "
                          "sft.source: oracle")
@@ -102,7 +127,9 @@ def load_jsonl(path: Path, encoder: ChatEncoder) -> tuple[list[EpisodeTokens], J
                 record = json.loads(line)
                 if not isinstance(record, dict):
                     raise ValueError("row is not a JSON object")
-                examples.append(tokens_from_record(record, encoder, path.parent))
+                examples.extend(examples_from_turns(str(record.get("system_prompt") or ""),
+                                                    record_pieces(record, path.parent), encoder, per_turn,
+                                                    window_size))
                 report.rows += 1
             except (ValueError, KeyError, TypeError, OSError) as exc:
                 report.skipped.append((line_number, f"{type(exc).__name__}: {exc}"))

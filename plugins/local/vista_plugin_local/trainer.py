@@ -31,7 +31,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 import vista_rl
-from vista_plugin_local.advantages import build_advantage_batch, compute_advantages, make_estimator
+from vista_plugin_local.advantages import (
+    build_advantage_batch,
+    compute_advantages,
+    make_estimator,
+    per_turn_advantages,
+)
 from vista_plugin_local.chat_tokens import EpisodeTokens
 from vista_plugin_local.checkpoint import (
     latest_checkpoint,
@@ -47,7 +52,7 @@ from vista_plugin_local.metrics import EVAL_FILE, MetricsLogger, append_jsonl, p
 from vista_plugin_local.policy import Policy, autocast_dtype, load_pretrained, micro_batches, pick_device
 from vista_plugin_local.policy_backend import PolicyBackend
 from vista_plugin_local.samples import SampleBatch, TrainSample, training_samples
-from vista_plugin_local.sft_data import load_jsonl, tokens_from_trajectory
+from vista_plugin_local.sft_data import examples_from_turns, load_jsonl, trajectory_pieces
 from vista_rl import ConfigError, Env, SamplingParams, Trajectory, VistaError, check_estimator_config, host
 from vista_rl.config import RunConfig
 from vista_rl.engine_contract import EnginePlan
@@ -95,6 +100,8 @@ class LocalEngine:
         self.state = EngineState()
         self.last_batch: SampleBatch | None = None
         self.device = pick_device(self.config.trainer.device)
+        #: One training sequence per turn (``rollout.sequences``), e.g. for ``window_size: 0``.
+        self.per_turn = run.rollout.per_turn_sequences
         self._check_env()
         if run.rollout.sampling.stop:
             raise ConfigError("rollout.sampling.stop: the local engine ends a turn at <|im_end|> and does not "
@@ -123,6 +130,10 @@ class LocalEngine:
         cfg = self.config
         if cfg.trainer.steps:
             check_estimator_config(self.run_config.algorithm)
+            if self.per_turn and cfg.algorithm.uses_value_head:
+                raise ConfigError(f"algorithm.estimator: {cfg.algorithm.estimator} needs a value per token of one "
+                                  "sequence, but rollout.sequences gives one sequence per turn; use an estimator "
+                                  "without a critic (grpo, rloo, ...) or rollout.sequences: episode")
         if cfg.sft.steps and cfg.sft.source == "jsonl" and not Path(str(cfg.sft.path)).is_file():
             raise ConfigError(f"sft.path: {cfg.sft.path} does not exist; record trajectories first or use "
                               "sft.source: oracle")
@@ -247,21 +258,26 @@ class LocalEngine:
         sft = self.config.sft
         if sft.source == "jsonl":
             assert sft.path is not None
-            examples, report = load_jsonl(Path(sft.path), self.policy.encoder)
+            examples, report = load_jsonl(Path(sft.path), self.policy.encoder, self.per_turn,
+                                          self.run_config.rollout.window_size)
             self.console.print(f"SFT data {sft.path}: {report.summary()}")
             return examples
         oracle = vista_rl.make_model("scripted", path="oracle")
         with RolloutEngine(oracle, self.run_config.rollout, seed=self.run_config.seed) as engine:
             trajectories = engine.run(self._specs(sft.seeds.seeds(), 1))
-        succeeded = [tokens_from_trajectory(trajectory, self.policy.encoder) for trajectory in trajectories
-                     if trajectory.success and not trajectory.failure]
+        succeeded = [trajectory for trajectory in trajectories if trajectory.success and not trajectory.failure]
         failed = sum(1 for trajectory in trajectories if trajectory.failure)
-        self.console.print(f"SFT data: {len(succeeded)} oracle trajectories that succeeded "
-                           f"(of {len(trajectories)} seeds" + (f"; {failed} failed with errors)" if failed else ")"))
         if not succeeded:
             raise VistaError(f"the oracle of {self.run_config.env.id} solved none of the SFT seeds; "
                              "check the env's oracle_response()")
-        return succeeded
+        examples = [example for trajectory in succeeded
+                    for example in examples_from_turns(trajectory.system_prompt, trajectory_pieces(trajectory),
+                                                       self.policy.encoder, self.per_turn,
+                                                       self.run_config.rollout.window_size)]
+        self.console.print(f"SFT data: {len(succeeded)} oracle trajectories that succeeded "
+                           f"(of {len(trajectories)} seeds" + (f"; {failed} failed with errors" if failed else "")
+                           + (f"), {len(examples)} per-turn examples" if self.per_turn else ")"))
+        return examples
 
     def _sft_batches(self, count: int, epoch: int) -> list[list[int]]:
         """Batch order of one epoch: a permutation seeded by (run seed, epoch), so the data position
@@ -368,7 +384,7 @@ class LocalEngine:
         self.backend.forget_images()
         self.rollout.sampling = SamplingParams(**sampling.model_dump(), n=1, seed=self.run_config.seed + step)
         trajectories = self.rollout.run(self._specs(self._step_seeds(step), rollout.group_size))
-        batch = training_samples(trajectories, self.backend)
+        batch = training_samples(trajectories, self.backend, self.per_turn)
         self.last_batch = batch  # the latest RL step's episodes (tests and step hooks inspect it)
         self.backend.forget_images()  # the samples hold the tensors they need
         t_rollout = time.perf_counter() - started
@@ -383,7 +399,8 @@ class LocalEngine:
             "turns_mean": float(np.mean([trajectory.num_turns for trajectory in trajectories])),
             "tool_calls_mean": float(np.mean([int(t.metadata.get("tool_calls", 0)) for t in trajectories])),
             "env_errors": sum(1 for trajectory in trajectories if trajectory.failure),
-            "trained_episodes": len(episodes),
+            "trained_episodes": len({id(episode.trajectory) for episode in episodes}),
+            "trained_sequences": len(episodes),
             "lr": self.optimizer.param_groups[0]["lr"] if self.optimizer else 0.0,
         }
         if not episodes:
@@ -400,9 +417,13 @@ class LocalEngine:
 
         started = time.perf_counter()
         width = old["logprobs"].shape[1]
-        adv_batch = build_advantage_batch(episodes, width, old.get("values"))
-        advantages = compute_advantages(self.estimator, adv_batch)
-        update = self._ppo_update(episodes, old, advantages.advantages, advantages.returns, sampling.temperature)
+        if self.per_turn:
+            advantages = per_turn_advantages(self.estimator, episodes, width)
+            returns = torch.zeros_like(advantages)
+        else:
+            output = compute_advantages(self.estimator, build_advantage_batch(episodes, width, old.get("values")))
+            advantages, returns = output.advantages, output.returns
+        update = self._ppo_update(episodes, old, advantages, returns, sampling.temperature)
         t_update = time.perf_counter() - started
 
         trained_tokens = sum(len(episode.tokens) for episode in episodes)
