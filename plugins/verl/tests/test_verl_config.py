@@ -100,6 +100,8 @@ def test_verl_section_is_strict_and_sft_is_a_warning() -> None:
     assert check_neutral(_run()) == []
     (warning,) = check_neutral(_run("sft.steps=10"))
     assert warning.startswith("sft: the verl engine runs no SFT stage")
+    (warning,) = check_neutral(_run("rollout.window_size=0"))
+    assert warning.startswith("rollout.window_size: verl's agent loop keeps the whole conversation")
 
 
 def test_validate_writes_nothing_and_refuses_resume(tmp_path: Any, tiny_model_dir: Any) -> None:

@@ -94,6 +94,10 @@ def check_neutral(run: RunConfig, cfg: VerlEngineConfig | None = None) -> list[s
     if run.sft.steps:
         warnings.append(f"sft: the verl engine runs no SFT stage; sft.steps={run.sft.steps} is not run here "
                         "(warm-start with `vista train --engine local`, then point model.path at models/sft)")
+    if run.rollout.window_size is not None or run.rollout.per_turn_sequences:
+        warnings.append("rollout.window_size: verl's agent loop keeps the whole conversation in context and "
+                        "trains it as one sequence; the context window and per-turn sequences (rollout.sequences) "
+                        "apply in the local engine and `vista eval` only")
     return warnings
 
 
