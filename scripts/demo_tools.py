@@ -20,7 +20,6 @@ import argparse
 import json
 import sys
 import time
-from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,8 +27,10 @@ from typing import Any
 import yaml
 from rich.console import Console
 from vista_plugin_local.config import validate_engine_config
+from vista_plugin_visual_search.small import DOT_COLOURS
 
 import vista_rl
+from vista_rl.baselines import BlindBaseline, best_blind_baseline
 from vista_rl.cli.eval import run_eval
 from vista_rl.config import RunConfig, validate_config
 
@@ -77,18 +78,13 @@ def evaluate(console: Console, label: str, config: RunConfig) -> Row:
     return row
 
 
-def best_constant_answer(run: RunConfig, seeds: range) -> tuple[str, dict[str, int]]:
-    """The answer that is right most often on training seeds: what a policy that never zooms can
-    do at best when the view carries no information (this env's view is the same for every seed)."""
-    env = vista_rl.make_env(run.env.id, **{**run.env.config, "tools": []})
-    counts: Counter[str] = Counter()
-    try:
-        for seed in seeds:
-            _, info = env.reset(seed=seed)
-            counts[str(info["answer"])] += 1
-    finally:
-        env.close()
-    return counts.most_common(1)[0][0], dict(counts)
+def best_constant_answer(run: RunConfig, train: range, heldout: range) -> BlindBaseline:
+    """The best policy that never zooms: one fixed answer, chosen on training seeds and scored on the
+    held-out ones (``vista_rl.baselines``, the main job's blind search with one-turn sequences).  This
+    env's view is the same for every seed, so no policy without the tool does better in expectation."""
+    env_config = {**run.env.config, "tools": []}
+    answers = list(env_config.get("colours") or DOT_COLOURS)
+    return best_blind_baseline(run.env.id, env_config, answers, 1, train, heldout)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -120,18 +116,17 @@ def main(argv: list[str] | None = None) -> int:
         rows["rl_off_sampled"] = evaluate(console, "RL, tool disabled (sampled)", eval_config(
             run, out / "rl-tool-disabled-sampled", backend="transformers", path=str(final), tools=False,
             temperature=1.0))
-    train = engine.trainer.train_seeds
-    answer, counts = best_constant_answer(run, range(train.start, train.start + min(train.count, 1000)))
-    console.print(f"answers on {sum(counts.values())} training seeds: {counts}; best constant answer: {answer}")
-    rows["blind"] = evaluate(console, f"best constant answer '{answer}', no tool", eval_config(
-        run, out / "best-constant-answer", backend="scripted", path=None, tools=False, temperature=0.0,
-        model_config={"responses": [f"<answer>{answer}</answer>"]}))
+    train, seeds = engine.trainer.train_seeds, engine.eval.seeds
+    blind = best_constant_answer(run, range(train.start, train.start + min(train.count, 1000)), seeds.seeds())
+    (answer,) = blind.actions
+    assert blind.heldout is not None
+    console.print(f"best constant answer on {blind.train.n} training seeds: {answer} ({blind.train})")
+    rows["blind"] = Row(f"best constant answer '{answer}', no tool", blind.heldout.to_dict(), tool_calls=0.0)
     # The viewer of the main result: the RL model with its tool, every zoom shown with its image.
     if not args.sampled:
         rows["rl_viewer"] = evaluate(console, "RL, tool (greedy, for the viewer)", eval_config(
             run, out / "rl-tool-greedy", backend="transformers", path=str(final), tools=True, temperature=0.0))
 
-    seeds = engine.eval.seeds
     console.print(f"\nheld-out success on {run.env.id} ({seeds.count} seeds from {seeds.start}, never trained "
                   "on), 95% CIs:", soft_wrap=True)
     width = max(len(row.label) for row in rows.values())
