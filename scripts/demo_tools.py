@@ -20,6 +20,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from vista_plugin_local.config import validate_engine_config
 from vista_plugin_visual_search.small import DOT_COLOURS
 
 import vista_rl
-from vista_rl.baselines import BlindBaseline, best_blind_baseline
+from vista_rl.baselines import BlindBaseline, bare_action, best_blind_baseline
 from vista_rl.cli.eval import run_eval
 from vista_rl.config import RunConfig, validate_config
 
@@ -78,7 +79,7 @@ def evaluate(console: Console, label: str, config: RunConfig) -> Row:
     return row
 
 
-def best_constant_answer(run: RunConfig, train: range, heldout: range) -> BlindBaseline:
+def best_constant_answer(run: RunConfig, train: Sequence[int], heldout: Sequence[int]) -> BlindBaseline:
     """The best policy that never zooms: one fixed answer, chosen on training seeds and scored on the
     held-out ones (``vista_rl.baselines``, the main job's blind search with one-turn sequences).  This
     env's view is the same for every seed, so no policy without the tool does better in expectation."""
@@ -118,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
             temperature=1.0))
     train, seeds = engine.trainer.train_seeds, engine.eval.seeds
     blind = best_constant_answer(run, range(train.start, train.start + min(train.count, 1000)), seeds.seeds())
-    (answer,) = blind.actions
+    answer = bare_action(blind.actions[0])
     assert blind.heldout is not None
     console.print(f"best constant answer on {blind.train.n} training seeds: {answer} ({blind.train})")
     rows["blind"] = Row(f"best constant answer '{answer}', no tool", blind.heldout.to_dict(), tool_calls=0.0)

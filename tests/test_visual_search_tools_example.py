@@ -63,21 +63,21 @@ def test_the_example_config_trains_end_to_end_and_the_harness_scores_tools_disab
                if json.loads(line).get("stage") == "rl"]
     assert len(rl_rows) == 1 and rl_rows[0]["trained_episodes"] == 4 and rl_rows[0]["optimizer_steps"] >= 1
 
-    # The zoom reaches the model: each oracle SFT example holds the view and the zoomed crop (as many
-    # image tokens as the crop at the example's zoom_size needs), and the loss skips the tool result.
+    # The zoom reaches the model: with window_size 0 each oracle turn is its own SFT example, the call
+    # turn with the view, the answer turn with the zoomed crop alone (as many image tokens as the crop
+    # at the example's zoom_size needs, the tool result untrained).
     encoder = engine.policy.encoder
     size = run.env.config["zoom_size"]
-    assert len(examples) == 3
-    for tokens in examples:
-        assert len(tokens.images) == 2
-        view, crop = (encoder.vision_tokens(image) for image in tokens.images)
-        assert crop == (size // 28) ** 2 and view == (run.env.config["display_size"] // 28) ** 2
-        first_end = tokens.turn_ends[0] + 1
-        second = tokens.loss_mask.index(1, first_end)
-        between = tokens.input_ids[first_end:second]
-        assert between.count(encoder.image_token_id) == crop
-        assert not any(tokens.loss_mask[first_end:second])
-        assert "Zoomed view of image 0" in encoder.tokenizer.decode(between)
+    assert run.rollout.per_turn_sequences and len(examples) == 2 * 3
+    for call, answer in zip(examples[::2], examples[1::2], strict=True):
+        (view,) = (encoder.vision_tokens(image) for image in call.images)
+        (crop,) = (encoder.vision_tokens(image) for image in answer.images)
+        assert view == (run.env.config["display_size"] // 28) ** 2 and crop == (size // 28) ** 2
+        trained = [token for token, mask in zip(call.input_ids, call.loss_mask, strict=True) if mask]
+        assert "crop_zoom" in encoder.tokenizer.decode(trained)
+        prompt_end = answer.loss_mask.index(1)
+        assert answer.input_ids[:prompt_end].count(encoder.image_token_id) == crop
+        assert "Zoomed view of image 0" in encoder.tokenizer.decode(answer.input_ids[:prompt_end])
 
     # The harness: the RL model with the tool disabled, and the best constant answer, on the held-out seeds.
     status = _harness().main([str(tmp_path / "run"), "--no-sampled"])

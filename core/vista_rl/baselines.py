@@ -225,6 +225,12 @@ def best_blind_baseline(env_id: str, env_config: Mapping[str, Any], actions: Seq
     return BlindBaseline(best.actions, best.estimate, heldout, len(ranked), exhaustive, ranked[1:5])
 
 
+def bare_action(response: str, action_format: str = DEFAULT_ACTION_FORMAT) -> str:
+    """The action inside a formatted response (``<answer>Down</answer>`` -> ``Down``), for tables."""
+    prefix, _, suffix = action_format.partition("{}")
+    return response.removeprefix(prefix).removesuffix(suffix)
+
+
 def all_sequences(actions: Sequence[str], length: int) -> list[tuple[str, ...]]:
     """Every sequence of ``length`` actions (for tests and small brute-force checks)."""
     return list(itertools.product(actions, repeat=length))

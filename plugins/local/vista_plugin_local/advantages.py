@@ -44,8 +44,9 @@ def per_turn_advantages(estimator: Any, samples: Sequence[TrainSample], width: i
     advantages sum to zero within a group, so the push on tokens every reply shares (``<answer>``,
     ``</answer>``, ``<|im_end|>``) cancels.  Without it, long failed episodes outweigh short successes,
     the batch pushes those tokens down every step, and Adam turns that small but steady gradient into
-    full-size steps: on FrozenLake the format broke within 6 RL steps (entropy 0.3 -> 2.2, success
-    0.34 -> 0).  Estimators that need a value per token cannot run here (``validate`` refuses them)."""
+    full-size steps (one of two causes of the reply format breaking in RL on FrozenLake at lr 5e-4;
+    the other is the learning rate itself, docs/main-job.md).  Estimators that need a value per token
+    cannot run here (``validate`` refuses them)."""
     rows: dict[int, int] = {}
     for sample in samples:
         rows.setdefault(id(sample.trajectory), len(rows))

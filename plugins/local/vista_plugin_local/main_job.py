@@ -29,7 +29,14 @@ from vista_plugin_local.evaluate import evaluate
 from vista_plugin_local.policy import Policy, load_pretrained, pick_device
 from vista_plugin_local.policy_backend import PolicyBackend
 from vista_rl import SamplingParams, VistaError
-from vista_rl.baselines import BLANK_ENV_ID, BlindBaseline, Verdict, best_blind_baseline, main_job_verdict
+from vista_rl.baselines import (
+    BLANK_ENV_ID,
+    BlindBaseline,
+    Verdict,
+    bare_action,
+    best_blind_baseline,
+    main_job_verdict,
+)
 from vista_rl.config import RunConfig, validate_config
 from vista_rl.rollout import Estimate, RolloutEngine, episode_specs
 
@@ -102,7 +109,7 @@ class MainJobReport:
         started = time.perf_counter()
         baseline = best_blind_baseline(self.run.env.id, self.run.env.config, actions, self.run.rollout.max_turns,
                                        train, self.engine.eval.seeds.seeds(), max_candidates=self.blind_candidates)
-        self.console.print(f"  best blind sequence {', '.join(_short(a) for a in baseline.actions)}: "
+        self.console.print(f"  best blind sequence {', '.join(bare_action(a) for a in baseline.actions)}: "
                            f"train {baseline.train}, held-out {baseline.heldout} "
                            f"({baseline.candidates_scored} sequences scored, {time.perf_counter() - started:.0f} s)")
         return baseline
@@ -166,10 +173,6 @@ class MainJobReport:
                                 rows["RL, images blanked"][mode])
 
 
-def _short(response: str) -> str:
-    return response.removeprefix("<answer>").removesuffix("</answer>")
-
-
 def format_table(report: dict[str, Any], env_id: str, seeds: int) -> str:
     rows = report["rows"]
     width = max(len(name) for name in rows) if rows else 10
@@ -185,7 +188,7 @@ def format_table(report: dict[str, Any], env_id: str, seeds: int) -> str:
         lines.append(f"  {name:<{width}}  {cell(modes.get('greedy')):<22}  {cell(modes.get('sampled')):<22}")
     blind = report.get("blind")
     if blind:
-        lines.append(f"  (best blind sequence: {', '.join(_short(a) for a in blind['actions'])}, chosen on "
+        lines.append(f"  (best blind sequence: {', '.join(bare_action(a) for a in blind['actions'])}, chosen on "
                      f"training seeds out of {blind['candidates_scored']} scored)")
     lines.append(f"verdict on {report['decoding_for_verdict']} success: RL must beat SFT and the best blind "
                  "sequence beyond both 95% CIs, and blanking the images must cost RL >= 0.2")
