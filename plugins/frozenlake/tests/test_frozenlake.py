@@ -4,7 +4,13 @@ import random
 import pytest
 from hypothesis import HealthCheck, given, settings
 from pydantic import ValidationError
-from vista_plugin_frozenlake.lake import ACTION_NAMES, GenerationError, distances_to_goal, generate_map
+from vista_plugin_frozenlake.lake import (
+    ACTION_NAMES,
+    GenerationError,
+    distances_to_goal,
+    generate_map,
+    neighbour,
+)
 from vista_plugin_gamekit.expert import generate_expert_trajectories
 from vista_plugin_gamekit.formats import PROMPT_FORMATS
 
@@ -208,3 +214,32 @@ def test_flat_tiles_keep_each_cells_kind_after_shrinking_to_7_px():
     assert len(set(FLAT_COLOURS)) == len(FLAT_COLOURS)
     with pytest.raises(ValidationError, match="tile_style"):
         vista_rl.make_env(ENV_ID, tile_style="pixel-art")
+
+
+def test_progress_reward_scores_each_move_by_the_distance_it_gains():
+    env = vista_rl.make_env(ENV_ID, render_mode="text", prompt_format="no_think", max_actions_per_step=1,
+                            random_start_goal=True, min_solution_steps=3, max_solution_steps=5, p=0.8,
+                            success_reward=1.0, format_reward=0.0, progress_reward=0.25)
+    for seed in range(5):
+        env.reset(seed=seed)
+        lake = env.lake
+        distance = lake.distance[env._player]
+        # the oracle's moves each gain one step of distance; the last also reaches the goal
+        while True:
+            result = env.step(env.oracle_response())
+            now = lake.distance[env._player]
+            assert now == distance - 1
+            assert result.reward == pytest.approx(0.25 + (1.0 if result.terminated else 0.0))
+            distance = now
+            if result.terminated:
+                break
+    moved_away = 0
+    for seed in range(20):
+        env.reset(seed=seed)
+        start, lake = env._player, env.lake
+        away = [name for action, name in enumerate(ACTION_NAMES)
+                if lake.distance[neighbour(lake.size, start, action)] == lake.distance[start] + 1]
+        if away:
+            assert env.step(f"<answer>{away[0]}</answer>").reward == pytest.approx(-0.25)
+            moved_away += 1
+    assert moved_away

@@ -48,6 +48,9 @@ class FrozenLakeConfig(GameConfig):
     success_reward: float = Field(10.0, description="gymnasium's 1 plus VAGEN's bonus of 9")
     step_penalty: float = 0.0
     hole_penalty: float = 0.0
+    progress_reward: float = Field(
+        0.0, description="turn-level reward: this times the drop in shortest-path distance to the goal on "
+        "each move (a move away costs as much, a bump into the edge nothing), so every turn is scored")
 
     @model_validator(mode="after")
     def _check(self) -> FrozenLakeConfig:
@@ -101,12 +104,21 @@ class FrozenLakeEnv(TextGameEnv):
         before = self._player
         self._player = neighbour(lake.size, before, action)
         self._frame.mark(before, self._player)
-        reward = config.step_penalty
+        reward = config.step_penalty + self._progress(before)
         if self._player == lake.goal:
             return ActionResult(reward + config.success_reward, True, True, True)
         if self._player in lake.holes:
             return ActionResult(reward + config.hole_penalty, True, True, False)
         return ActionResult(reward, self._player != before, False, False)
+
+    def _progress(self, before: int) -> float:
+        """``progress_reward`` x (distance before - distance after); nothing for a step into a hole
+        (``hole_penalty`` prices that) or between cells that cannot reach the goal."""
+        rate = self.config.progress_reward
+        was, now = self.lake.distance[before], self.lake.distance[self._player]
+        if not rate or was < 0 or now < 0:
+            return 0.0
+        return rate * (was - now)
 
     def _snapshot(self) -> tuple[int, Any]:
         return self._player, self._slip.getstate()
