@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 
 from vista_plugin_local.chat_tokens import EpisodeTokens
 from vista_plugin_local.policy_backend import PolicyBackend
-from vista_rl import Trajectory
-from vista_rl.trajectory import TokenView
+from vista_rl import TokenView, Trajectory
 
 
 @dataclass
