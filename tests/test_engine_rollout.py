@@ -320,3 +320,14 @@ def test_per_turn_advantages_broadcast_each_episodes_grpo_advantage() -> None:
         value = per_episode[owner] / turns[owner]  # every episode weighs the same, whatever its length
         assert advantages[row, :5].tolist() == pytest.approx([0, 0, value, value, 0], abs=1e-4)
         assert advantages[row, 5] == 0
+
+
+def test_per_turn_sequences_refuse_a_critic(tmp_path: Path, tiny_model_dir: Path, plugin: None) -> None:
+    """A value per token of one sequence has no meaning when each turn is its own sequence: the
+    engine says so before training, naming the keys."""
+    from vista_rl import ConfigError
+
+    run = run_config(tiny_model_dir, tmp_path / "run", env={"id": "test/counter-v0"}, max_turns=3, overrides=(
+        "rollout.window_size=0", "algorithm.estimator=bilevel_gae"))
+    with pytest.raises(ConfigError, match=r"algorithm\.estimator: bilevel_gae .*rollout\.sequences: episode"):
+        LocalEngine(run).validate()
