@@ -26,6 +26,8 @@ class TaskDataset(Sequence[TaskRecord]):
             raise ValueError(f"dataset {name!r} has no records; check the paths and split")
         self.name = name
         self.records = list(records)
+        #: (record id, why) of release items skipped because a path they name leaves its root
+        self.refused: list[tuple[str, str]] = []
 
     def __len__(self) -> int:
         return len(self.records)
