@@ -22,6 +22,25 @@ def normalize_answer(text: Any) -> str:
     return _SPACES.sub(" ", value).strip()
 
 
+def fold_answer(text: Any) -> str:
+    """Lower-case, drop surrounding punctuation, squeeze spaces: the light normalisation used when
+    SQuAD normalisation leaves nothing.  Option letter "A" and the answer "The" are whole answers,
+    and deleting them as articles would make every such reference unmatchable."""
+    value = "" if text is None else str(text)
+    return _SPACES.sub(" ", value.lower()).strip().strip(string.punctuation + " ")
+
+
+def answers_match(prediction: Any, reference: Any) -> bool:
+    """``exact``'s rule: SQuAD-normalised equality; where normalisation empties the reference (an
+    article or punctuation only: "A", "the", "(a)"), the folded strings must be equal instead, so
+    "A" matches "a" and "(A)" but not "the" or ""."""
+    ref = normalize_answer(reference)
+    if ref:
+        return normalize_answer(prediction) == ref
+    folded = fold_answer(reference)
+    return bool(folded) and fold_answer(prediction) == folded
+
+
 class ExactMatchJudge(Judge):
     """1.0 when the normalised prediction equals the normalised reference (or any of a list)."""
 
@@ -32,9 +51,12 @@ class ExactMatchJudge(Judge):
 
     def score(self, prediction: Any, reference: Any, **context: Any) -> JudgeResult:
         references = reference if isinstance(reference, (list, tuple)) else [reference]
-        norm = normalize_answer if self.normalize else (lambda v: "" if v is None else str(v).strip())
-        pred = norm(prediction)
-        matched = next((ref for ref in references if norm(ref) == pred and pred != ""), None)
+        if self.normalize:
+            pred = normalize_answer(prediction) or fold_answer(prediction)
+            matched = next((ref for ref in references if answers_match(prediction, ref)), None)
+        else:
+            pred = "" if prediction is None else str(prediction).strip()
+            matched = next((ref for ref in references if pred and str(ref).strip() == pred), None)
         return JudgeResult(1.0 if matched is not None else 0.0, {"prediction": pred, "matched": matched})
 
 

@@ -13,11 +13,13 @@ from vista_rl import Judge, JudgeResult, normalize_answer
 LETTERS = string.ascii_uppercase
 _BARE_LETTER = re.compile(r"^[\(\[]?([A-Za-z])[\)\]]?[.:]?$")
 _LETTER_THEN_TEXT = re.compile(r"^[\(\[]?([A-Z])[\)\]]?[.:)]\s+\S|^[\(\[]([A-Za-z])[\)\]]\s*\S")
+# "The answer is B", "Answer: (b)"; a lower-case letter only when nothing follows it, so that
+# "The answer is a dog" reads as text, not as option A
 _ANSWER_IS_LETTER = re.compile(
-    r"^(?:the\s+)?(?:correct\s+|final\s+)?(?:answer|option|choice)\s*(?:is|:)?\s*:?\s*"
-    r"[\(\[]?([A-Za-z])[\)\]]?(?:[.:)]|\s|$)",
-    re.IGNORECASE,
+    r"^(?i:(?:the\s+)?(?:correct\s+|final\s+)?(?:answer|option|choice)\s*(?:is|:)?\s*:?)\s*"
+    r"(?:[\(\[]([A-Za-z])[\)\]]|([A-Z])(?=[.:)]|\s|$)|([a-z])(?=[.:)]?$))"
 )
+_NUMBER_WITH_UNIT = re.compile(r"^([-+]?\d+(?:\.\d+)?)\s*([^\d\s]{0,12})$")
 
 
 def option_letters(count: int) -> str:
@@ -37,28 +39,57 @@ def _letter(text: str) -> str | None:
     return None
 
 
+def _literal(text: Any) -> str:
+    """The text as written (spaces squeezed, a final period dropped): "(b)" is only "(b)", and "E"
+    or "(E)" is not "(e)", so an option whose text is itself a label ("(a)" ... "(e)", MathVista
+    pid 168) is told apart from a letter."""
+    return " ".join(str(text).split()).rstrip(".")
+
+
+def _number(text: str) -> tuple[float, str] | None:
+    match = _NUMBER_WITH_UNIT.match(text.strip().rstrip("."))
+    return (float(match.group(1)), match.group(2).casefold()) if match else None
+
+
+def _only(indices: list[int]) -> int | None:
+    return indices[0] if len(indices) == 1 else None
+
+
 def choice_index(prediction: Any, choices: list[str] | None) -> int | None:
     """The option a prediction picks, or ``None`` when it picks none or is ambiguous.
 
-    Order: the whole text is an option's text; then a letter ("B", "(b)", "B. text", "Answer: B");
-    then the text mentions exactly one option's text as whole words ("It is a cat.")."""
+    Order: the text is an option's text exactly as written ("(b)" is the option "(b)", not
+    letter B); then a letter ("B", "(b)", "B. text", "Answer: B") within the options;
+    then the text equals one option's text after normalisation; then the same number as exactly one
+    option ("145" for "145°"); then the text mentions exactly one option's text as whole words."""
     if prediction is None or isinstance(prediction, (dict, list, float)):
         return None
     text = str(prediction).strip()[:500]
     if not text:
         return None
-    count = len(choices) if choices else len(LETTERS)
-    normalized_choices = [normalize_answer(c) for c in choices or []]
-    whole = normalize_answer(text)
-    if whole and normalized_choices.count(whole) == 1:
-        return normalized_choices.index(whole)
+    options = [str(c) for c in choices or []]
+    count = len(options) if options else len(LETTERS)
+    literal = _only([i for i, option in enumerate(options) if _literal(option) == _literal(text)])
+    if literal is not None:
+        return literal
     letter = _letter(text)
     if letter is not None:
         index = LETTERS.index(letter)
         return index if index < count else None
+    normalized_choices = [normalize_answer(c) for c in options]
+    whole = normalize_answer(text)
+    if whole and normalized_choices.count(whole) == 1:
+        return normalized_choices.index(whole)
+    number = _number(text)
+    if number is not None:
+        same = [i for i, option in enumerate(options)
+                if (parsed := _number(option)) is not None and parsed[0] == number[0]
+                and (not number[1] or not parsed[1] or parsed[1] == number[1])]
+        if same:
+            return _only(same)
     mentioned = [i for i, option in enumerate(normalized_choices)
                  if option and re.search(rf"\b{re.escape(option)}\b", whole)]
-    return mentioned[0] if len(mentioned) == 1 else None
+    return _only(mentioned)
 
 
 class MultipleChoiceJudge(Judge):
@@ -75,14 +106,11 @@ class MultipleChoiceJudge(Judge):
         if isinstance(reference, bool):
             return None
         if isinstance(reference, int):
-            return reference
+            return reference if 0 <= reference < (len(choices) if choices else len(LETTERS)) else None
         text = str(reference).strip()
-        if len(text) == 1 and text.upper() in LETTERS:
+        if len(text) == 1 and text.upper() in LETTERS:  # adapters store the answer as its letter
             return LETTERS.index(text.upper())
-        if choices:
-            normalized = [normalize_answer(c) for c in choices]
-            if normalize_answer(text) in normalized:
-                return normalized.index(normalize_answer(text))
+        # otherwise the same reading as a prediction's, so that the reference itself scores 1
         return choice_index(text, choices)
 
     def score(self, prediction: Any, reference: Any, **context: Any) -> JudgeResult:
