@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from vista_rl import config_fields  # markers and the check for client-settable env config
 from vista_rl._engine_build import check_estimator_config
 from vista_rl._plugins import PluginHost, PluginInfo, get_plugins, host, load_plugins
 from vista_rl._registry import ItemSpec, is_import_path, resolve_import_path
@@ -171,4 +172,5 @@ __all__ = [
     "split_actions",
     "resolve_import_path",
     "check_estimator_config",
+    "config_fields",
 ]
