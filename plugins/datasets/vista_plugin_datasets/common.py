@@ -4,9 +4,9 @@ names to the release's root, naming records, lettering options and saying which 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import string
-import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
 from pathlib import Path, PurePosixPath, PureWindowsPath
@@ -119,18 +119,47 @@ def number_text(value: Any) -> str:
     return str(value)
 
 
-def judge_for(record: TaskRecord) -> str:
-    """The judge a record is scored with, by the rule the ``vqa/*`` envs follow: ``metadata["judge"]``
-    when the adapter set one (VQA accuracy, ANLS), else the task type's judge, else
-    ``relaxed_numeric`` when every reference is a number, else ``exact``."""
+def _precision(record: TaskRecord) -> int | None:
+    value = record.metadata.get("precision")
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        digits = int(float(value))
+    except (TypeError, ValueError):
+        return None
+    return digits if 0 <= digits <= 10 else None
+
+
+def judge_spec(record: TaskRecord) -> tuple[str, dict[str, Any]]:
+    """The judge a free-form or multiple-choice record is scored with, and that judge's settings,
+    by one rule for ``vista data convert``'s summary and every ``vqa/*`` env:
+
+    - ``metadata["judge"]`` when the adapter set one (VQA accuracy, ANLS, set match);
+    - multiple choice: ``multiple_choice``;
+    - a number whose release states its precision (MathVista: ``answer_type`` "float" and
+      ``precision``): ``math`` rounding both sides to that many decimals, which is MathVista's
+      official rule (``round(float(prediction), precision)`` compared with the answer): "20.249" is
+      right for "20.25", "21" is not.  MathVista's integers (``int(float(prediction))``, which
+      accepts "2.7" for 2) are judged exactly by ``math`` instead, on purpose;
+    - otherwise the task type's judge; else ``relaxed_numeric`` when every reference is a number;
+      else ``exact``."""
     from vista_plugin_judges.numeric import parse_number
 
     named = record.metadata.get("judge")
     if isinstance(named, str) and named:
-        return named
-    if record.task_type in JUDGE_BY_TASK_TYPE:
-        return JUDGE_BY_TASK_TYPE[record.task_type]
+        return named, {}
+    if record.task_type == "multiple_choice" and record.choices:
+        return "multiple_choice", {}
     references = record.answer if isinstance(record.answer, list) else [record.answer]
-    if references and all(parse_number(ref) is not None for ref in references):
-        return "relaxed_numeric"
-    return "exact"
+    numbers = bool(references) and all(parse_number(ref) is not None for ref in references)
+    precision = _precision(record)
+    if numbers and record.metadata.get("answer_type") == "float" and precision is not None:
+        return "math", {"float_rounding": precision}
+    if record.task_type in JUDGE_BY_TASK_TYPE and record.task_type != "multiple_choice":
+        return JUDGE_BY_TASK_TYPE[record.task_type], {}
+    return ("relaxed_numeric" if numbers else "exact"), {}
+
+
+def judge_for(record: TaskRecord) -> str:
+    """The name of :func:`judge_spec`'s judge (what ``vista data convert`` counts per judge)."""
+    return judge_spec(record)[0]

@@ -6,12 +6,18 @@ Images are copied under ``DST/images/NAME/`` (keeping their path inside SRC) and
 at them relative to the JSONL file, so DST can be moved as a whole; ``--images reference`` keeps
 absolute paths to the originals instead.  A record whose image is missing is skipped and reported,
 not fatal: one bad item must not cost the other ten thousand.
+
+Release files are data, never host paths: every image convert reads must resolve (symlinks
+followed) inside SRC or a folder the user named with ``-o KEY=DIR`` (``coco_dir``, ``image_dir``,
+...), and everything it writes stays inside DST (a record's ``dataset`` is made a safe folder name).
+A record that names anything else is refused, counted and reported; the run goes on.
 """
 
 from __future__ import annotations
 
 import hashlib
 import inspect
+import re
 import shutil
 from collections import Counter
 from dataclasses import dataclass, field
@@ -25,7 +31,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 import vista_rl
-from vista_plugin_datasets.common import judge_for
+from vista_plugin_datasets.common import PathRefused, judge_for
 from vista_rl import TaskRecord
 
 ImageMode = Literal["copy", "reference"]
@@ -36,6 +42,7 @@ class ConvertResult:
     path: Path
     written: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (record id, why)
+    refused: list[tuple[str, str]] = field(default_factory=list)  # (record id, why): a path left its root
     task_types: Counter[str] = field(default_factory=Counter)
     judges: Counter[str] = field(default_factory=Counter)
 
@@ -49,27 +56,48 @@ def source_parameter(name: str) -> str:
     return parameters[0]
 
 
+def safe_name(name: str) -> str:
+    """``name`` as one safe path component: "chartqa-test" stays, "../../../x" becomes "x"."""
+    cleaned = re.sub(r"[^A-Za-z0-9_-]+", "_", name).strip("_")
+    return cleaned[:100] or "dataset"
+
+
+def read_roots(src: Path, options: dict[str, Any]) -> list[Path]:
+    """The folders convert may read images from: SRC (its folder when SRC is a file) and every
+    folder the user named in an adapter option (``coco_dir``, ``image_dir``, ``image_root``, ...)."""
+    roots = [src if src.is_dir() else src.parent]
+    for value in options.values():
+        values = value if isinstance(value, list) else [value]
+        roots += [Path(v) for v in values if isinstance(v, str) and v and Path(v).is_dir()]
+    return [root.resolve() for root in roots]
+
+
 def _image_target(image: Path, src: Path, dataset: str) -> Path:
     try:
         inside = image.resolve().relative_to(src.resolve())
     except ValueError:  # outside SRC (e.g. COCO for A-OKVQA): keep it apart, named by its folder
         inside = Path("external") / hashlib.sha256(str(image.parent.resolve()).encode()).hexdigest()[:10] / image.name
-    return Path("images") / dataset / inside
+    return Path("images") / safe_name(dataset) / inside
 
 
-def _place_images(record: TaskRecord, src: Path, dst: Path, mode: ImageMode) -> TaskRecord:
+def _place_images(record: TaskRecord, src: Path, dst: Path, mode: ImageMode, roots: list[Path]) -> TaskRecord:
     placed = []
     for image in map(Path, record.images):
-        if not image.is_file():
+        real = image.resolve()
+        if not any(real.is_relative_to(root) for root in roots):
+            raise PathRefused(record.id, str(image), " or ".join(map(str, roots)), "lies outside the release")
+        if not real.is_file():
             raise FileNotFoundError(f"image {image} is missing")
         if mode == "reference":
-            placed.append(str(image.resolve()))
+            placed.append(str(real))
             continue
         relative = _image_target(image, src, record.dataset)
         target = dst / relative
+        if not target.parent.resolve().is_relative_to(dst.resolve()) or target.is_symlink():
+            raise PathRefused(record.id, relative.as_posix(), dst, "would be written outside DST")
         if not target.exists():
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(image, target)
+            shutil.copyfile(real, target)
         placed.append(relative.as_posix())
     return record.model_copy(update={"images": placed})
 
@@ -83,15 +111,19 @@ def convert(name: str, src: str | Path, dst: str | Path, options: dict[str, Any]
     if limit is not None:
         config["limit"] = limit
     dataset = vista_rl.make_dataset(name, **config)
+    roots = read_roots(src, config)
     dst.mkdir(parents=True, exist_ok=True)
-    result = ConvertResult(dst / f"{getattr(dataset, 'name', name)}.jsonl")
+    result = ConvertResult(dst / f"{safe_name(str(getattr(dataset, 'name', name)))}.jsonl")
+    result.refused += list(getattr(dataset, "refused", []))
     columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
     with Progress(*columns, console=console or Console(stderr=True), transient=True) as progress, \
             result.path.open("w", encoding="utf-8") as handle:
         task = progress.add_task(f"converting {name}", total=len(dataset))
         for record in dataset:
             try:
-                placed = _place_images(record, src, dst, images)
+                placed = _place_images(record, src, dst, images, roots)
+            except PathRefused as exc:
+                result.refused.append((record.id, str(exc)))
             except OSError as exc:
                 result.skipped.append((record.id, str(exc)))
             else:
@@ -102,7 +134,8 @@ def convert(name: str, src: str | Path, dst: str | Path, options: dict[str, Any]
             progress.advance(task)
     if not result.written:
         result.path.unlink()
-        raise click.ClickException(f"no record of {name} could be written; first problem: {result.skipped[0][1]}")
+        first = (result.refused + result.skipped)[0][1] if result.refused or result.skipped else "none"
+        raise click.ClickException(f"no record of {name} could be written; first problem: {first}")
     return result
 
 
@@ -144,13 +177,27 @@ def convert_command(name: str, src: Path, dst: Path, split: str | None, options:
     except (FileNotFoundError, ValueError, KeyError, TypeError) as exc:
         raise click.ClickException(f"cannot convert {name} from {src}: {type(exc).__name__}: {exc}") from None
     table = Table(title=f"{name} -> {result.path}")
-    for column in ("records", "skipped", "task types", "judges"):
+    for column in ("records", "skipped", "refused", "task types", "judges"):
         table.add_column(column)
-    table.add_row(str(result.written), str(len(result.skipped)),
+    table.add_row(str(result.written), str(len(result.skipped)), str(len(result.refused)),
                   ", ".join(f"{k} {v}" for k, v in sorted(result.task_types.items())),
                   ", ".join(f"{k} {v}" for k, v in sorted(result.judges.items())))
     console.print(table)
     for record_id, why in result.skipped[:5]:
-        console.print(f"[yellow]skipped {record_id}: {why}[/yellow]")
-    env = "vqa/multiple-choice-v0" if set(result.task_types) == {"multiple_choice"} else "vqa/short-answer-v0"
-    console.print(f"eval: vista eval --env {env} --model scripted:oracle --set env.config.records_path={result.path}")
+        console.print(f"skipped {record_id}: {why}", style="yellow", markup=False, highlight=False)
+    for record_id, why in result.refused[:5]:
+        console.print(f"refused {record_id}: {why}", style="red", markup=False, highlight=False)
+    if result.refused:
+        console.print(f"{len(result.refused)} record(s) refused: they name paths outside the release or DST",
+                      style="red")
+    console.print(f"eval: vista eval --env {env_for(result)} --model scripted:oracle "
+                  f"--set env.config.records_path={result.path}", markup=False, highlight=False)
+
+
+def env_for(result: ConvertResult) -> str:
+    """The env that scores every written record right: ``vqa/multiple-choice-v0`` when all have
+    options, ``vqa/short-answer-v0`` when none has, ``vqa/records-v0`` for a mixed release."""
+    kinds = {"multiple_choice" if judge == "multiple_choice" else "free" for judge in result.judges}
+    if kinds == {"multiple_choice"}:
+        return "vqa/multiple-choice-v0"
+    return "vqa/short-answer-v0" if kinds == {"free"} else "vqa/records-v0"

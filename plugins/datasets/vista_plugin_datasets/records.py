@@ -107,17 +107,40 @@ def _materialize(value: Any, cache_dir: Path, stem: str, index: int) -> str:
     raise ValueError(f"cannot read an image from a cell of type {type(value).__name__}")
 
 
-def load_records(path: str | Sequence[str], columns: Mapping[str, str] | None = None, image_root: str | None = None,
-                 image_cache_dir: str | None = None, dataset: str | None = None, limit: int | None = None) -> TaskDataset:
+def _image_path(cell: Any, roots: list[Path], cache: Path, stem: str, index: int, record_id: str) -> str:
+    """One image cell as a path confined to the declared roots: bytes become a file in ``cache``;
+    a relative path resolves inside the first root; an absolute one must already lie in a root."""
+    from vista_plugin_datasets.common import PathRefused, resolve_inside
+
+    if isinstance(cell, Mapping) and cell.get("bytes"):
+        return _materialize(cell, cache, stem, index)
+    text = _materialize(cell, cache, stem, index)
+    if Path(text).is_absolute():
+        real = Path(text).resolve()
+        if any(real.is_relative_to(root.resolve()) for root in roots):
+            return text
+        raise PathRefused(record_id, text, " or ".join(map(str, roots)), "is absolute and outside the image root")
+    return str(resolve_inside(roots[0], text, record_id))
+
+
+def load_records(path: str | Sequence[str], columns: Mapping[str, str] | None = None,
+                 image_root: str | Sequence[str] | None = None, image_cache_dir: str | None = None,
+                 dataset: str | None = None, limit: int | None = None) -> TaskDataset:
     """Read TaskRecords.  ``columns`` maps TaskRecord fields to the file's column names (e.g.
     ``{"question": "query", "answer": "label", "images": "image"}``); unmapped extra columns go to
-    ``metadata``.  Relative image paths are resolved against ``image_root`` (default: the file's folder)."""
+    ``metadata``.  Image paths are data: relative ones resolve inside ``image_root`` (default: the
+    file's folder; a list names several roots, the first for relative paths), absolute ones must lie
+    inside a root, and a row naming any other path is refused (counted on ``dataset.refused``)."""
+    from vista_plugin_datasets.common import PathRefused, take
+
     paths = [Path(path)] if isinstance(path, str) else [Path(p) for p in path]
     mapping = dict(columns or {})
     fields = set(TaskRecord.model_fields)
     records: list[TaskRecord] = []
+    refused: list[tuple[str, str]] = []
     for file in paths:
-        root = Path(image_root) if image_root else file.parent
+        declared = [image_root] if isinstance(image_root, str) else list(image_root or [])
+        roots = [Path(root) for root in declared] or [file.parent]
         cache = Path(image_cache_dir) if image_cache_dir else file.parent / ".vista-images"
         for row_number, row in enumerate(read_table(file)):
             data: dict[str, Any] = {}
@@ -127,16 +150,17 @@ def load_records(path: str | Sequence[str], columns: Mapping[str, str] | None = 
                 if column in row:
                     data[field_name] = row[column]
                     used.add(column)
+            data.setdefault("id", f"{file.stem}-{row_number}")
+            data["id"] = str(data["id"])
             images = data.get("images") or []
             if not isinstance(images, list):
                 images = [images]
-            resolved = []
-            for k, cell in enumerate(images):
-                image_path = _materialize(cell, cache, file.stem, row_number * 16 + k)
-                resolved.append(image_path if Path(image_path).is_absolute() else str(root / image_path))
-            data["images"] = resolved
-            data.setdefault("id", f"{file.stem}-{row_number}")
-            data["id"] = str(data["id"])
+            try:
+                data["images"] = [_image_path(cell, roots + [cache], cache, file.stem, row_number * 16 + k, data["id"])
+                                  for k, cell in enumerate(images)]
+            except PathRefused as exc:
+                refused.append((exc.record_id, str(exc)))
+                continue
             data.setdefault("dataset", dataset or file.stem)
             metadata = dict(data.get("metadata") or {})
             metadata.update({k: v for k, v in row.items() if k not in used and _jsonable(v)})
@@ -146,7 +170,7 @@ def load_records(path: str | Sequence[str], columns: Mapping[str, str] | None = 
             records.append(TaskRecord(**data))
             if limit is not None and len(records) >= limit:
                 break
-    return TaskDataset(dataset or paths[0].stem, records)
+    return take(records, dataset or paths[0].stem, None, refused)
 
 
 def _jsonable(value: Any) -> bool:

@@ -71,6 +71,8 @@ class Problem:
     oracle_answer: str = ""
     full_resolution: dict[int, Image.Image] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
+    #: the judge's own settings (e.g. a numeric tolerance from the record's stated precision)
+    judge_config: dict[str, Any] = field(default_factory=dict)
 
 
 def plausible_short_answer(answer: str) -> bool:
@@ -147,6 +149,16 @@ class ToolQAEnv(Env):
         if name not in self._judges:
             self._judges[name] = vista_rl.make_judge(name)
         return self._judges[name]
+
+    def configured_judge(self, name: str, config: dict[str, Any]) -> vista_rl.Judge:
+        """``judge(name)`` when ``config`` is empty (subclasses may override that), else the judge
+        made with ``config`` (a record's own precision), made once per distinct setting."""
+        if not config:
+            return self.judge(name)
+        key = f"{name}:{json.dumps(config, sort_keys=True, default=str)}"
+        if key not in self._judges:
+            self._judges[key] = vista_rl.make_judge(name, **config)
+        return self._judges[key]
 
     def tool_context_metadata(self) -> dict[str, Any]:
         """For ``ToolContext.metadata``: the full-resolution originals behind shown images."""
@@ -258,7 +270,8 @@ class ToolQAEnv(Env):
         assert self.problem is not None
         answer = (parsed.answer or "").strip()
         self.attempts += 1
-        verdict = self.judge(self.problem.judge)(answer, self.problem.reference, **self.problem.judge_kwargs)
+        judge = self.configured_judge(self.problem.judge, self.problem.judge_config)
+        verdict = judge(answer, self.problem.reference, **self.problem.judge_kwargs)
         correct = verdict.score >= 1.0 - 1e-9
         valid = correct or self.answer_is_plausible(answer)
         attempts_left = self.config.answer_attempts - self.attempts
