@@ -8,8 +8,11 @@ the right one's index (``label``), plus the solution program (``manual_program``
   problem in English).  The proving half (``proving_*.pk``) has no single answer to judge and is not read.
 
 Pickles can run code when loaded, so these are read with an unpickler that builds only numpy arrays
-and plain data, and refuses anything else.  Diagrams are written once as PNG files into
-``image_cache_dir`` (default ``{root}/.vista-images``), since records point at image files.
+and plain data (what the releases hold: lists of dicts of str/int/float/list plus ``numpy.ndarray``
+diagrams and numpy scalars, written by numpy 1.x as ``numpy.core.multiarray`` or by numpy 2 as
+``numpy._core.multiarray``), and refuses any other class before it is built.  Diagrams are written
+once as PNG files into ``image_cache_dir`` (default ``{root}/.vista-images``), since records point at
+image files; a problem ``id`` is file data, so its PNG path is confined to that folder.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from vista_plugin_datasets.common import choice_fields, take
+from vista_plugin_datasets.common import build_each, choice_fields, resolve_inside, take
 from vista_plugin_datasets.records import TaskDataset
 from vista_rl import TaskRecord
 
@@ -27,6 +30,7 @@ _ALLOWED = {
     ("numpy", "ndarray"), ("numpy", "dtype"),
     ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
     ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
+    ("numpy.core.numeric", "_frombuffer"), ("numpy._core.numeric", "_frombuffer"),  # pickle protocol 5
     ("collections", "OrderedDict"),
 }
 _TEXT_KEYS = ("English_problem", "problem", "subject")
@@ -35,7 +39,9 @@ _TEXT_KEYS = ("English_problem", "problem", "subject")
 class _ArrayUnpickler(pickle.Unpickler):
     def find_class(self, module: str, name: str) -> Any:
         if (module, name) not in _ALLOWED:
-            raise pickle.UnpicklingError(f"refusing to load {module}.{name}: only numpy arrays and plain data")
+            raise pickle.UnpicklingError(
+                f"refusing to load {module}.{name} from a problem pickle: only numpy arrays and plain data are "
+                "allowed (a pickle can run code when loaded; is this file really a GeoQA/UniGeo release?)")
         return super().find_class(module, name)
 
 
@@ -60,21 +66,25 @@ def _diagram(array: Any, target: Path) -> str:
 
 def _load(path: Path, dataset: str, split: str, image_cache_dir: str | None, limit: int | None) -> TaskDataset:
     cache = Path(image_cache_dir) if image_cache_dir else path.parent / ".vista-images"
-    def records() -> Iterator[TaskRecord]:
-        for index, problem in enumerate(read_problem_pickle(path)):
-            text = next((problem[key] for key in _TEXT_KEYS if problem.get(key)), None)
-            if text is None or problem.get("label") is None:
-                continue
-            pid = str(problem.get("id", index))
-            yield TaskRecord(
-                id=f"{dataset}-{split}-{pid}", dataset=dataset, question=str(text),
-                images=[_diagram(problem["image"], cache / dataset / split / f"{pid}.png")],
-                metadata={"split": split, "solution": problem.get("answer"),
-                          "program": [str(step) for step in problem.get("manual_program") or []],
-                          "numbers": [str(n) for n in problem.get("numbers") or []]},
-                **choice_fields(problem["choices"], int(problem["label"])))
+    refused: list[tuple[str, str]] = []
 
-    return take(records(), f"{dataset}-{split}", limit)
+    def build(item: tuple[int, dict[str, Any]]) -> TaskRecord | None:
+        index, problem = item
+        text = next((problem[key] for key in _TEXT_KEYS if problem.get(key)), None)
+        if text is None or problem.get("label") is None:
+            return None
+        pid = str(problem.get("id", index))
+        record_id = f"{dataset}-{split}-{pid}"
+        target = resolve_inside(cache, f"{dataset}/{split}/{pid}.png", record_id)
+        return TaskRecord(
+            id=record_id, dataset=dataset, question=str(text), images=[_diagram(problem["image"], target)],
+            metadata={"split": split, "solution": problem.get("answer"),
+                      "program": [str(step) for step in problem.get("manual_program") or []],
+                      "numbers": [str(n) for n in problem.get("numbers") or []]},
+            **choice_fields(problem["choices"], int(problem["label"])))
+
+    records: Iterator[TaskRecord] = build_each(enumerate(read_problem_pickle(path)), build, refused)
+    return take(records, f"{dataset}-{split}", limit, refused)
 
 
 def load_geoqa(root: str, split: str = "test", image_cache_dir: str | None = None,
