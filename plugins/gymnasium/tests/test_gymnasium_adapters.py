@@ -109,3 +109,50 @@ def test_any_string_gives_a_valid_step_result(text):
     result = _FUZZ_ENV.step(text)
     assert isinstance(result, vista_rl.StepResult) and not result.observation.images
     assert isinstance(result.info["action_valid"], bool) and len(result.info["actions"]) <= 3
+
+
+def _success_rate(env, seeds, choose):
+    """Run ``choose(env) -> response`` until each seeded episode ends; the fraction that succeeded."""
+    wins = 0
+    for seed in seeds:
+        env.reset(seed=seed)
+        while True:
+            result = env.step(choose(env))
+            if result.terminated or result.truncated:
+                break
+        wins += bool(result.info["success"])
+    return wins / len(seeds)
+
+
+def test_the_oracle_plans_on_slippery_ice_by_its_transition_probabilities():
+    """Issue 23: the oracle planned as if the ice were solid (0 of 6 on slippery FrozenLake-v1)."""
+    env = vista_rl.make_env("gymnasium/FrozenLake-v1", render_mode="text", prompt_format="no_think",
+                            gym_kwargs={"is_slippery": True})
+    assert env.oracle_kind.startswith("value iteration")
+    seeds = range(50)
+    oracle = _success_rate(env, seeds, lambda e: e.oracle_response())
+    optimum = env._policy.success_probability(0, 100)  # value iteration's chance from the start, 100 steps
+    assert optimum == pytest.approx(0.744, abs=0.005)  # the known optimum of the 4x4 slippery map
+
+    def solid_ice(e):  # the old planner: a shortest path over the most likely outcome of each action
+        return "<answer>" + e.action_names[e._shortest_path(int(e._obs))[0]] + "</answer>"
+
+    solid = _success_rate(env, seeds, solid_ice)
+    assert oracle >= optimum - 0.12 and oracle > solid + 0.4, (oracle, solid, optimum)
+
+
+def test_slippery_8x8_by_default_gets_one_planned_action_per_turn():
+    env = vista_rl.make_env("gymnasium/make-v0", gym_id="FrozenLake8x8-v1", render_mode="text",
+                            prompt_format="no_think", max_actions_per_step=3)
+    env.reset(seed=0)
+    assert env.oracle_kind.startswith("value iteration")
+    assert len(env.oracle_actions()) == 1  # the next action depends on where the ice takes you
+    assert env._policy.success_probability(0, 100) > 0.5
+
+
+def test_an_env_without_a_transition_table_says_it_has_no_exact_oracle():
+    env = vista_rl.make_env("gymnasium/make-v0", gym_id="CartPole-v1", render_mode="vision", prompt_format="no_think")
+    env.reset(seed=0)
+    assert env.oracle_kind.startswith("none") and "no exact oracle" in env.oracle_kind
+    assert env.oracle_response() is None
+    env.close()

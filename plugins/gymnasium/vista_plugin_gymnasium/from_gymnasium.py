@@ -2,7 +2,10 @@
 
 The model answers ``<answer>Left, Down</answer>``; names map to action indices; frames come from the
 env's own ``rgb_array`` rendering (``ansi`` for text).  Toy-text envs expose their transition table
-``P``, which gives ground-truth goal/hazard cells for ``info`` and a breadth-first oracle.
+``P``, which gives ground-truth goal/hazard cells for ``info`` and the oracle: a shortest path when
+every action has one outcome, and on a stochastic table (slippery ice) the action that maximises the
+probability of success within the steps left (value iteration, :mod:`vista_plugin_gymnasium.planning`).
+An env without ``P`` has no exact oracle: ``oracle_response()`` is ``None`` and ``oracle_kind`` says so.
 """
 
 from __future__ import annotations
@@ -16,6 +19,14 @@ import numpy as np
 from pydantic import Field
 from vista_plugin_gamekit.relations import describe, relations
 from vista_plugin_gamekit.textgame import ActionResult, GameConfig, TextGameEnv
+
+from vista_plugin_gymnasium.planning import (
+    SuccessPolicy,
+    is_stochastic,
+    steps_left,
+    time_limit,
+    time_limit_wrapper,
+)
 
 #: Action names of well-known envs, in action-index order (from their gymnasium docs).
 KNOWN_ACTIONS: dict[str, tuple[str, ...]] = {
@@ -72,6 +83,12 @@ class GymnasiumEnv(TextGameEnv):
         self._frame: np.ndarray | None = None
         self._table = getattr(self._gym.unwrapped, "P", None)
         self._terminal = self._terminal_states()
+        self._stochastic = is_stochastic(self._table)
+        self._policy: SuccessPolicy | None = None
+        self.oracle_kind = ("none: the env exposes no transition table (unwrapped.P), so there is no exact oracle"
+                            if self._table is None else
+                            "value iteration on the transition probabilities (best chance of success)"
+                            if self._stochastic else "shortest path (deterministic transitions)")
 
     def _names(self, config: GymnasiumConfig, n: int) -> tuple[str, ...]:
         names: list[str] | tuple[str, ...] | None = config.action_names or KNOWN_ACTIONS.get(_base_name(config.gym_id))
@@ -127,15 +144,22 @@ class GymnasiumEnv(TextGameEnv):
     def _snapshot(self) -> Any:
         unwrapped = self._gym.unwrapped
         return (self._obs, copy.deepcopy({k: v for k, v in vars(unwrapped).items() if k in ("s", "lastaction")}),
-                copy.deepcopy(unwrapped.np_random.bit_generator.state))
+                copy.deepcopy(unwrapped.np_random.bit_generator.state), self._elapsed())
 
     def _restore(self, snapshot: Any) -> None:
         unwrapped = self._gym.unwrapped
-        self._obs, attributes, rng_state = snapshot
+        self._obs, attributes, rng_state, elapsed = snapshot
         for key, value in attributes.items():
             setattr(unwrapped, key, value)
         unwrapped.np_random.bit_generator.state = rng_state
+        limit = time_limit_wrapper(self._gym)
+        if limit is not None:  # a look-ahead must not use up the episode's time limit
+            limit._elapsed_steps = elapsed
         self._frame = None
+
+    def _elapsed(self) -> int | None:
+        limit = time_limit_wrapper(self._gym)
+        return None if limit is None else limit._elapsed_steps
 
     def _image(self) -> np.ndarray:
         if self._frame is None:
@@ -198,10 +222,29 @@ class GymnasiumEnv(TextGameEnv):
         return f"You are playing the gymnasium environment {self.config.gym_id}.\n{rules}"
 
     def _plan(self) -> list[int] | None:
-        """Breadth-first search over the most likely transitions of ``P`` to a successful end."""
+        """The oracle's actions from here: see ``oracle_kind``."""
         if self._table is None or not isinstance(self._obs, (int, np.integer)):
             return None
-        start = int(self._obs)
+        if self._stochastic:
+            return self._best_chance()
+        return self._shortest_path(int(self._obs))
+
+    def _best_chance(self) -> list[int] | None:
+        """One action: the one with the highest probability of success within the steps left (the
+        outcome decides the next one, so planning further ahead would be a guess)."""
+        assert self._table is not None
+        if self._policy is None:
+            actions = [action + self._start for action in range(len(self.action_names))]
+            horizon = min(self.config.max_steps, time_limit(self._gym) or self.config.max_steps)
+            self._policy = SuccessPolicy(self._table, actions, self._is_success, horizon)
+        gym_left = steps_left(self._gym)
+        left = self.config.max_steps - self._steps  # this env's own step limit, then gymnasium's TimeLimit
+        state, left = int(self._obs), left if gym_left is None else min(left, gym_left)
+        return [self._policy.action(state, left)]
+
+    def _shortest_path(self, start: int) -> list[int] | None:
+        """Breadth-first search over the (single) outcomes of ``P`` to a successful end."""
+        assert self._table is not None
         parents: dict[int, tuple[int, int] | None] = {start: None}
         queue = deque([start])
         while queue:
@@ -222,8 +265,7 @@ class GymnasiumEnv(TextGameEnv):
         return None
 
     def _oracle_chunk(self) -> int:
-        slippery = bool(self.config.gym_kwargs.get("is_slippery", False))
-        return 1 if slippery else self.config.max_actions_per_step
+        return 1 if self._stochastic else self.config.max_actions_per_step
 
     def close(self) -> None:
         super().close()
