@@ -36,6 +36,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 import vista_rl
+from vista_plugin_envserver.client_config import ClientConfigCheck
 from vista_plugin_envserver.codec import (
     CONTENT_TYPE,
     CodecError,
@@ -47,7 +48,7 @@ from vista_plugin_envserver.codec import (
 )
 from vista_plugin_envserver.limits import ClientLimits, LimitError
 from vista_plugin_envserver.sessions import Session, SessionError, SessionManager
-from vista_rl import Env
+from vista_rl import Env, config_fields
 from vista_rl.serving import BearerAuth, BodyTooLarge, nesting_depth, read_limited_body, short
 
 
@@ -66,6 +67,10 @@ class ServerSettings:
     threads: int = 4
     limits: ClientLimits = field(default_factory=ClientLimits)
     max_json_depth: int = 32
+    #: folder that image paths in client-supplied records resolve inside (None: inline images only)
+    records_root: str | None = None
+    #: the config class of an env id, where the registry cannot tell (tests with their own factory)
+    config_classes: dict[str, type[BaseModel] | None] = field(default_factory=dict)
 
 
 class _Body(BaseModel):
@@ -169,6 +174,7 @@ def create_app(settings: ServerSettings, make_env: Callable[[str, dict[str, Any]
         app.add_middleware(BearerAuth, token=settings.token, open_paths=("/health",))  # type: ignore[arg-type]
     limits = settings.limits
     probe_lock = threading.Lock()
+    client_config = ClientConfigCheck(settings.records_root, settings.config_classes, limits.max_image_pixels)
 
     async def run(fn: Callable[[], Any]) -> Any:
         return await asyncio.get_running_loop().run_in_executor(executor, fn)
@@ -248,7 +254,8 @@ def create_app(settings: ServerSettings, make_env: Callable[[str, dict[str, Any]
                 raise HTTPError(exc.status, exc.message) from None
 
         def create() -> list[dict[str, Any]]:
-            made = sessions.create(env_id, body.config, body.count)
+            config = client_config.check(env_id, body.config) if body.config else {}
+            made = sessions.create(env_id, config, body.count)
             if body.config:
                 probe(made)
             return [{"id": s.id, "env_id": s.env_id, "system_prompt": s.env.system_prompt(),
@@ -271,6 +278,8 @@ def create_app(settings: ServerSettings, make_env: Callable[[str, dict[str, Any]
             created = await run(create)
         except SessionError as exc:
             raise HTTPError(exc.status, str(exc)) from None
+        except config_fields.ClientConfigRefused as exc:
+            raise HTTPError(exc.status, f"env {env_id!r}: {exc.message}") from None
         except LimitError as exc:
             raise HTTPError(exc.status, f"config {short(body.config)} refused: {exc.message}") from None
         except Exception as exc:  # noqa: BLE001 - a bad config must not crash the server

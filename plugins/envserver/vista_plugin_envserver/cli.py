@@ -36,10 +36,14 @@ from vista_rl.config import apply_overrides
                    "Without it any key, with small values only.")
 @click.option("--max-image-pixels", default=4096 * 4096, show_default=True, type=click.IntRange(1),
               help="Largest image (width x height) a session may render; larger configs are refused.")
+@click.option("--records-root", default=None, type=click.Path(exists=True, file_okay=False, resolve_path=True),
+              help="Folder that image paths in client-supplied records resolve inside (absolute paths, '..' "
+                   "and symlinks out are refused). Without it, client records may carry only inline "
+                   "data:image/...;base64, images.")
 def env_server_command(env_ids: tuple[str, ...], host: str, port: int, token: str | None,
                        overrides: tuple[str, ...], max_sessions: int, idle_timeout: float, max_body_mb: float,
                        max_batch: int, threads: int, no_client_config: bool, client_config: tuple[str, ...],
-                       max_image_pixels: int) -> None:
+                       max_image_pixels: int, records_root: str | None) -> None:
     """Serve many sessions of registered envs: batched reset/step, binary images, optional auth."""
     import vista_rl
     from vista_plugin_envserver.app import ServerSettings
@@ -73,6 +77,7 @@ def env_server_command(env_ids: tuple[str, ...], host: str, port: int, token: st
         threads=threads,
         limits=ClientLimits(allowed=allowed, max_image_pixels=max_image_pixels,
                             max_observation_pixels=max(max_image_pixels, 4 * max_image_pixels)),
+        records_root=records_root,
     )
     click.echo(f"vista env-server: {', '.join(env_ids)} on http://{host}:{port}"
                f"{' (bearer token required)' if token else ''}", err=True)

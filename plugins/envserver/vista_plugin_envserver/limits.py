@@ -128,7 +128,8 @@ class ClientLimits:
                     return (f"{key} holds {short(item)}, outside +-{self.max_number:g} (the server's "
                             "limit on client config numbers)")
             elif isinstance(item, str):
-                if len(item) > self.max_string:
+                # inline record images are bounded by the body size and checked in pixels by config_fields
+                if len(item) > self.max_string and item[:11].lower() != "data:image/":
                     return f"{key} holds a string of {len(item)} characters (limit {self.max_string})"
             elif isinstance(item, dict):
                 stack.extend(item.keys())

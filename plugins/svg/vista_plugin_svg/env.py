@@ -21,7 +21,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from PIL import Image
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -43,6 +43,7 @@ from vista_rl import (
     Observation,
     ResponseFormat,
     StepResult,
+    config_fields,
     episode_seed,
     escape_placeholders,
     parse_response,
@@ -86,7 +87,7 @@ class SvgEnvConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     source: Literal["synthetic", "records"] = Field("synthetic", description="where targets come from")
-    records_path: str | None = Field(None, description="svg-icons-simple parquet/json/jsonl file or folder")
+    records_path: Annotated[str | None, config_fields.HostPath] = Field(None, description="svg-icons-simple parquet/json/jsonl file or folder")
     records_split: str | None = Field(None, description="keep record files whose name holds this split")
     image_size: int = Field(128, ge=16, le=1024, description="target and render size in pixels (square)")
     min_shapes: int = Field(1, ge=1, le=20)
@@ -102,7 +103,7 @@ class SvgEnvConfig(BaseModel):
     ssim_weight: float = Field(1.0, ge=0.0)
     embedding_weight: float = Field(0.0, ge=0.0)
     relative_to_blank: bool = Field(True, description="rescale pixel and SSIM so an empty white canvas scores 0")
-    encoder: str | None = Field(None, description="'tiny-random', 'hf:<name-or-path>', a folder, or 'module:factory'")
+    encoder: Annotated[str | None, config_fields.ImportTarget] = Field(None, description="'tiny-random', 'hf:<name-or-path>', a folder, or 'module:factory'")
     encoder_device: str = "cpu"
     show_target_each_turn: bool = Field(False, description="repeat the target image in every observation")
     max_svg_chars: int = Field(100_000, ge=100)
@@ -132,6 +133,8 @@ class SvgEnvConfig(BaseModel):
 
 class SvgReconstructEnv(Env):
     """Multi-turn SVG reconstruction with render feedback; see the module docstring for the reward."""
+
+    config_class = SvgEnvConfig
 
     def __init__(self, **config: Any) -> None:
         self.config = SvgEnvConfig(**config)
