@@ -14,9 +14,10 @@ _SPACES = re.compile(r"\s+")
 
 
 def normalize_answer(text: Any) -> str:
-    """Lower-case, drop punctuation and articles, squeeze spaces (SQuAD-style normalisation)."""
+    """Case-fold, drop punctuation and articles, squeeze spaces (SQuAD-style normalisation;
+    ``casefold`` rather than ``lower`` so that "STRASSE" and "straße" are one answer)."""
     value = "" if text is None else str(text)
-    value = value.lower().strip()
+    value = value.casefold().strip()
     value = "".join(ch for ch in value if ch not in string.punctuation)
     value = _ARTICLES.sub(" ", value)
     return _SPACES.sub(" ", value).strip()
@@ -27,7 +28,7 @@ def fold_answer(text: Any) -> str:
     SQuAD normalisation leaves nothing.  Option letter "A" and the answer "The" are whole answers,
     and deleting them as articles would make every such reference unmatchable."""
     value = "" if text is None else str(text)
-    return _SPACES.sub(" ", value.lower()).strip().strip(string.punctuation + " ")
+    return _SPACES.sub(" ", value.casefold()).strip().strip(string.punctuation + " ")
 
 
 def answers_match(prediction: Any, reference: Any) -> bool:

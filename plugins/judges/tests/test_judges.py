@@ -177,3 +177,84 @@ def test_conformance(judge_id, reference, wrong, context):
 def test_items_come_from_this_distribution():
     for judge_id in ("relaxed_numeric", "multiple_choice", "math", "iou", "point_in_box", "vqa_accuracy", "anls", "set_match"):
         assert vista_rl.host().spec("judges", judge_id).distribution == "vista-plugin-judges"
+
+
+# MathVista testmini (lupantech/MathVista data/testmini.json @ a2206f4): options written as labels
+MATHVISTA_168 = ["(c)", "(a)", "(e)", "(d)", "(b)"]  # answer "(b)": letter E
+MATHVISTA_849 = ["(c)", "(d)", "(a)", "(b)", "(e)"]  # answer "(b)": letter D
+
+
+@pytest.mark.parametrize(("choices", "answer", "prediction", "expected"), [
+    (MATHVISTA_168, "(b)", "E", 1.0), (MATHVISTA_168, "(b)", "(E)", 1.0), (MATHVISTA_168, "(b)", "(b)", 1.0),
+    (MATHVISTA_168, "(b)", "The answer is E.", 1.0), (MATHVISTA_168, "(b)", "E. (b)", 1.0),
+    (MATHVISTA_168, "(b)", "B", 0.0), (MATHVISTA_168, "(b)", "(e)", 0.0), (MATHVISTA_168, "(b)", "C", 0.0),
+    (MATHVISTA_849, "(b)", "D", 1.0), (MATHVISTA_849, "(b)", "(b)", 1.0),
+    (MATHVISTA_849, "(b)", "B", 0.0), (MATHVISTA_849, "(b)", "(d)", 0.0), (MATHVISTA_849, "(b)", "E", 0.0),
+])
+def test_multiple_choice_options_written_as_labels(choices, answer, prediction, expected):
+    judge = vista_rl.make_judge("multiple_choice")
+    letter = "ABCDE"[choices.index(answer)]
+    for reference in (answer, letter, choices.index(answer)):  # text, the adapter's letter, index
+        assert judge(prediction, reference, choices=choices).score == expected, (prediction, reference)
+
+
+def test_exact_matches_article_only_answers():
+    exact = vista_rl.make_judge("exact")
+    check_judge(exact, "A", wrong=["B", "the", "an", ""])
+    check_judge(exact, "the", wrong=["a", "A", "an"])
+    assert exact("(a)", "A").score == 1.0 and exact("The Paris", "paris").score == 1.0
+
+
+def test_math_verify_timeout_warning_is_quiet_but_other_records_pass():
+    import logging
+    from concurrent.futures import ThreadPoolExecutor
+
+    import math_verify.grader
+    import math_verify.parser
+
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(record)
+
+    handler = Keep(level=logging.DEBUG)
+    loggers = [logging.getLogger("math_verify.parser"), logging.getLogger("math_verify.grader")]
+    for logger in loggers:
+        logger.addHandler(handler)
+    math_verify.parser.TIMEOUT_WARNING_SHOWN = math_verify.grader.TIMEOUT_WARNING_SHOWN = False
+    try:
+        judge = vista_rl.make_judge("math")
+        with ThreadPoolExecutor(1) as pool:  # off the main thread: no timeout, so math-verify warns
+            assert pool.submit(judge, "\\frac{2}{4}", "0.5").result().score == 1.0
+        assert math_verify.parser.TIMEOUT_WARNING_SHOWN  # the warning was raised, and filtered
+        assert not [r for r in records if "Timeout is disabled" in r.getMessage()]
+        loggers[0].error("a real math-verify error")
+        assert [r.getMessage() for r in records] == ["a real math-verify error"]
+    finally:
+        for logger in loggers:
+            logger.removeHandler(handler)
+
+
+def test_math_records_errors_instead_of_swallowing_them(monkeypatch):
+    import math_verify
+
+    judge = vista_rl.make_judge("math")
+    real_verify = math_verify.verify
+
+    def broken_verify(*args, **kwargs):  # a stand-in for a math-verify bug on one reference
+        raise RuntimeError("sympy exploded")
+
+    monkeypatch.setattr(math_verify, "verify", broken_verify)
+    result = judge("3", ["3"])
+    assert result.score == 0.0 and "RuntimeError: sympy exploded" in result.details["errors"][0]
+    monkeypatch.setattr(math_verify, "verify", real_verify)
+    assert judge("3", ["3"]).score == 1.0
+
+
+def test_numeric_judges_survive_huge_numbers():
+    for judge_id in ("relaxed_numeric", "point_in_box", "iou"):
+        judge = vista_rl.make_judge(judge_id)
+        reference = "12" if judge_id == "relaxed_numeric" else [0, 0, 10, 10]
+        for prediction in (10**400, "9" * 500, [10**400, 1], "1e400"):
+            assert judge(prediction, reference).score == 0.0

@@ -21,7 +21,7 @@ def read_numbers(value: Any, count: int) -> list[float] | None:
             return None
         try:
             numbers = [float(v) for v in value]
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # 10**400 is no coordinate
             return None
     elif isinstance(value, str) and len(value) <= 500:
         found = _NUMBER.findall(value)

@@ -108,7 +108,8 @@ class MultipleChoiceJudge(Judge):
         if isinstance(reference, int):
             return reference if 0 <= reference < (len(choices) if choices else len(LETTERS)) else None
         text = str(reference).strip()
-        if len(text) == 1 and text.upper() in LETTERS:  # adapters store the answer as its letter
+        count = len(choices) if choices else len(LETTERS)
+        if len(text) == 1 and text.upper() in LETTERS[:count]:  # adapters store the answer as its letter
             return LETTERS.index(text.upper())
         # otherwise the same reading as a prediction's, so that the reference itself scores 1
         return choice_index(text, choices)

@@ -8,19 +8,48 @@ what bounds the cost.
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
 from vista_rl import Judge, JudgeResult
 
 MAX_PREDICTION_CHARS = 2000  # final answers sit at the end; a megabyte of text must stay cheap
+#: the loggers math-verify warns "Timeout is disabled ..." on, once per process and thread pool
+MATH_VERIFY_LOGGERS = ("math_verify.parser", "math_verify.grader")
+
+
+class TimeoutDisabledFilter(logging.Filter):
+    """Drops exactly math-verify's "Timeout is disabled ..." warning.  Off the main thread we pass
+    no timeout on purpose (``signal.alarm`` only works there; the length cap bounds the cost), so
+    the warning says nothing new and floods eval logs from every worker; every other record of
+    these loggers (parse errors, real warnings) passes."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Timeout is disabled")
+
+
+_FILTER = TimeoutDisabledFilter()
+
+
+def quiet_timeout_warning() -> None:
+    """Install the filter on math-verify's loggers (idempotent)."""
+    for name in MATH_VERIFY_LOGGERS:
+        logger = logging.getLogger(name)
+        if _FILTER not in logger.filters:
+            logger.addFilter(_FILTER)
+
+
+quiet_timeout_warning()
 
 
 def _as_latex(text: str, bare_text_too: bool = False) -> str:
-    """Wrap bare LaTeX ("2\\sqrt{3}") in $...$ so math-verify reads it as LaTeX, not as text."""
+    """Wrap bare LaTeX ("2\\sqrt{3}", "2^{2}") in $...$ so math-verify reads it as LaTeX, not as
+    text (as text, "2^{2}" reads as the numbers 2 and 2)."""
     if any(marker in text for marker in ("$", "\\boxed", "\\(", "\\[")):
         return text
-    return f"${text}$" if ("\\" in text or bare_text_too) else text
+    latex_like = "\\" in text or ("{" in text and any(mark in text for mark in "^_"))
+    return f"${text}$" if (latex_like or bare_text_too) else text
 
 
 class MathJudge(Judge):
@@ -52,6 +81,7 @@ class MathJudge(Judge):
             return JudgeResult(0.0, {"reason": f"could not parse: {type(exc).__name__}"})
         if not parsed_prediction:
             return JudgeResult(0.0, {"reason": "no mathematical answer found"})
+        errors: list[str] = []
         for ref in references:
             ref_text = str(ref)
             try:
@@ -61,6 +91,9 @@ class MathJudge(Judge):
                 if gold and verify(gold, parsed_prediction, float_rounding=self.float_rounding,
                                    timeout_seconds=timeout):
                     return JudgeResult(1.0, {"parsed": [str(p) for p in parsed_prediction], "reference": ref})
-            except Exception:  # noqa: BLE001, S112 - a reference math-verify cannot read just fails
-                continue
-        return JudgeResult(0.0, {"parsed": [str(p) for p in parsed_prediction]})
+            except Exception as exc:  # noqa: BLE001 - one unreadable reference must not stop the others
+                errors.append(f"reference {ref_text[:40]!r}: {type(exc).__name__}: {exc}"[:200])
+        details: dict[str, Any] = {"parsed": [str(p) for p in parsed_prediction]}
+        if errors:  # recorded, not swallowed: a reference math-verify cannot read is a data bug
+            details["errors"] = errors
+        return JudgeResult(0.0, details)

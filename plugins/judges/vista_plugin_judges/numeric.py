@@ -43,7 +43,11 @@ def parse_number(text: Any) -> ParsedNumber | None:
     if text is None or isinstance(text, bool):
         return None
     if isinstance(text, (int, float)):
-        return ParsedNumber(float(text), False, "", str(text)) if math.isfinite(float(text)) else None
+        try:
+            value = float(text)
+        except OverflowError:  # an int beyond float range is no chart value
+            return None
+        return ParsedNumber(value, False, "", str(text)) if math.isfinite(value) else None
     value = str(text).strip().rstrip(".").strip()
     if not value or len(value) > MAX_ANSWER_CHARS:
         return None
@@ -51,6 +55,8 @@ def parse_number(text: Any) -> ParsedNumber | None:
     if not match:
         return None
     number = float(match.group("number").replace(",", ""))
+    if not math.isfinite(number):  # 400 digits read as inf: no chart value
+        return None
     if (match.group("sign") or match.group("sign2") or "") in {"-", "−"}:
         number = -number
     unit = (match.group("unit") or "").strip().lower()

@@ -54,14 +54,25 @@ def normalize_vqa_answer(text: Any) -> str:
     return " ".join(words)
 
 
+def _comparable(text: Any) -> str:
+    """The official normalisation, or, where it leaves nothing (the answer is an article: "a",
+    "the" -- a letter on a sign, an option label), the answer lower-cased and stripped.  The
+    official script scores such an answer 0 for everyone; a reward that no answer can earn is a
+    bug, so we differ here on purpose (plugins/judges/README.md)."""
+    normalized = normalize_vqa_answer(text)
+    if normalized:
+        return normalized
+    return " ".join(("" if text is None else str(text)).lower().split()).strip(".")
+
+
 def vqa_accuracy(prediction: Any, answers: Sequence[Any], leave_one_out: bool = True) -> float:
     """Accuracy of one prediction against the human answers (usually ten)."""
     if not answers:
         return 0.0
-    predicted = normalize_vqa_answer(prediction)
+    predicted = _comparable(prediction)
     if not predicted:
         return 0.0
-    matches = [normalize_vqa_answer(answer) == predicted for answer in answers]
+    matches = [_comparable(answer) == predicted for answer in answers]
     if not leave_one_out or len(answers) <= 3:  # with three or fewer, leaving one out caps the score
         return min(sum(matches) / 3.0, 1.0)
     total = sum(matches)
@@ -88,6 +99,6 @@ class VQAAccuracyJudge(Judge):
         if len(text) > MAX_ANSWER_CHARS:
             return JudgeResult(0.0, {"reason": f"prediction longer than {MAX_ANSWER_CHARS} characters"})
         value = vqa_accuracy(text, answers, self.leave_one_out)
-        return JudgeResult(value, {"prediction": normalize_vqa_answer(text), "humans": len(answers),
-                                   "matching": sum(normalize_vqa_answer(a) == normalize_vqa_answer(text)
-                                                   for a in answers)})
+        predicted = _comparable(text)
+        return JudgeResult(value, {"prediction": predicted, "humans": len(answers),
+                                   "matching": sum(_comparable(a) == predicted for a in answers) if predicted else 0})
