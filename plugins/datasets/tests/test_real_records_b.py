@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from real_records import check_records_score_right, fixture
+from vista_plugin_judges.anls import levenshtein
 
 import vista_rl
 from vista_rl import TaskRecord
@@ -58,25 +59,17 @@ def official_anls(answers: list[str], prediction: str, threshold: float = 0.5) -
     """The DocVQA evaluation (rrc.cvc.uab.es, task 1 ``evaluate_method``; the same code is in
     Qwen-VL ``eval_mm/infographicsvqa_eval.py`` and lmms-eval ``tasks/_task_utils/vqa_eval_metric``):
     both sides stripped, lower-cased and whitespace-squeezed for the distance, the length taken from
-    the raw strings, ``1 - min(NL)`` kept unless it is below the threshold."""
+    the raw strings, ``1 - min(NL)`` kept unless it is below the threshold.  The edit distance is
+    the plain Levenshtein distance (the judge module's; what is compared here is ANLS's
+    normalisation, length and threshold rules around it)."""
     values = []
     for answer in answers:
         gt = " ".join(answer.strip().lower().split())
         det = " ".join(prediction.strip().lower().split())
         length = max(len(answer.upper()), len(prediction.upper()))
-        values.append(0.0 if length == 0 else _levenshtein(gt, det) / length)
+        values.append(0.0 if length == 0 else levenshtein(gt, det) / length)
     result = 1 - min(values)
     return 0.0 if result < threshold else result
-
-
-def _levenshtein(a: str, b: str) -> int:
-    previous = list(range(len(b) + 1))
-    for i, char_a in enumerate(a, 1):
-        current = [i]
-        for j, char_b in enumerate(b, 1):
-            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char_a != char_b)))
-        previous = current
-    return previous[-1]
 
 
 # what models write: the answer, case and spacing variants, OCR slips, extra words, other values
@@ -131,3 +124,19 @@ def test_mapqa_oracle_scores_max_and_wrong_region_sets_less():
         assert env.step("<answer>New York, California, Florida</answer>").reward == pytest.approx(1.0)
     finally:
         env.close()
+
+
+def test_a_release_row_naming_a_path_outside_the_release_is_refused_alone(tmp_path):
+    """The real DocVQA file plus one row whose ``image`` climbs out of the release: that row is
+    refused (counted on ``dataset.refused``), the real rows still load."""
+    import json
+    import shutil
+
+    root = tmp_path / "docvqa"
+    shutil.copytree(fixture("docvqa"), root)
+    data = json.loads((root / "train_v1.0.json").read_text(encoding="utf-8"))
+    data["data"].append({**data["data"][0], "questionId": 1, "image": "../../etc/passwd"})
+    (root / "train_v1.0.json").write_text(json.dumps(data), encoding="utf-8")
+    train = vista_rl.make_dataset("docvqa", root=str(root), split="train")
+    assert [r.id for r in train] == ["docvqa-337", "docvqa-52212"]
+    assert [record_id for record_id, _ in train.refused] == ["docvqa-1"]

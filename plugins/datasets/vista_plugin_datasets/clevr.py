@@ -11,29 +11,32 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from vista_plugin_datasets.common import number_text, read_json, take
+from vista_plugin_datasets.common import build_each, number_text, read_json, resolve_inside, take
 from vista_plugin_datasets.records import TaskDataset
 from vista_rl import TaskRecord
 
 
 def _questions(path: Path, clevr_dir: Path, dataset: str, split: str, task_type: str,
                metadata_keys: tuple[str, ...], limit: int | None) -> TaskDataset:
-    def records() -> Iterator[TaskRecord]:
-        for index, row in enumerate(read_json(path)["questions"]):
-            if row.get("answer") is None:
-                continue  # CLEVR's test questions carry no answers
-            image = clevr_dir / "images" / row.get("split", split) / row["image_filename"]
-            metadata: dict[str, Any] = {"split": split, "image_filename": row["image_filename"]}
-            yield TaskRecord(
-                id=f"{dataset}-{split}-{row.get('question_index', index)}", dataset=dataset, images=[str(image)],
-                question=row["question"], answer=number_text(row["answer"]), task_type=task_type,  # type: ignore[arg-type]
-                metadata=metadata | {key: row.get(key) for key in metadata_keys})
+    def record(item: tuple[int, dict[str, Any]]) -> TaskRecord | None:
+        index, row = item
+        if row.get("answer") is None:
+            return None  # CLEVR's test questions carry no answers
+        record_id = f"{dataset}-{split}-{row.get('question_index', index)}"
+        folder = resolve_inside(clevr_dir / "images", str(row.get("split", split)), record_id)
+        image = resolve_inside(folder, row["image_filename"], record_id)
+        metadata: dict[str, Any] = {"split": split, "image_filename": row["image_filename"]}
+        return TaskRecord(
+            id=record_id, dataset=dataset, images=[str(image)],
+            question=row["question"], answer=number_text(row["answer"]), task_type=task_type,  # type: ignore[arg-type]
+            metadata=metadata | {key: row.get(key) for key in metadata_keys})
 
-    return take(records(), f"{dataset}-{split}", limit)
+    refused: list[tuple[str, str]] = []
+    return take(build_each(enumerate(read_json(path)["questions"]), record, refused), f"{dataset}-{split}", limit,
+                refused)
 
 
 def load_clevr(root: str, split: str = "val", limit: int | None = None) -> TaskDataset:

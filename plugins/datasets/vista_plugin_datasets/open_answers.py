@@ -16,11 +16,10 @@ answers, VQA accuracy), DocVQA (a few accepted answers, ANLS) and MapQA (one ans
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from vista_plugin_datasets.common import number_text, read_json, take
+from vista_plugin_datasets.common import build_each, number_text, read_json, resolve_inside, take
 from vista_plugin_datasets.records import TaskDataset
 from vista_rl import TaskRecord
 
@@ -30,23 +29,28 @@ def load_vizwiz(root: str, split: str = "val", answerable_only: bool = False,
     base = Path(root)
     rows = read_json(base / "Annotations" / f"{split}.json")
 
-    def records() -> Iterator[TaskRecord]:
-        for row in rows:
-            answers = [str(item["answer"]) for item in row.get("answers") or []]
-            if not answers or (answerable_only and not row.get("answerable", 1)):
-                continue  # the test split hides answers
-            yield TaskRecord(
-                id=f"vizwiz-{Path(row['image']).stem}", dataset="vizwiz", images=[str(base / split / row["image"])],
-                question=row["question"], answer=answers, task_type="short_answer",
-                metadata={"split": split, "judge": "vqa_accuracy", "answer_type": row.get("answer_type"),
-                          "answerable": row.get("answerable")})
+    def record(row: dict[str, Any]) -> TaskRecord | None:
+        answers = [str(item["answer"]) for item in row.get("answers") or []]
+        if not answers or (answerable_only and not row.get("answerable", 1)):
+            return None  # the test split hides answers
+        record_id = f"vizwiz-{Path(str(row['image'])).stem}"
+        return TaskRecord(
+            id=record_id, dataset="vizwiz", images=[str(resolve_inside(base / split, row["image"], record_id))],
+            question=row["question"], answer=answers, task_type="short_answer",
+            metadata={"split": split, "judge": "vqa_accuracy", "answer_type": row.get("answer_type"),
+                      "answerable": row.get("answerable")})
 
-    return take(records(), f"vizwiz-{split}", limit)
+    refused: list[tuple[str, str]] = []
+    return take(build_each(rows, record, refused), f"vizwiz-{split}", limit, refused)
 
 
-def _document(image: str, base: Path, image_dir: Path | None) -> str:
-    """``image`` is "documents/x.png"; unpacked copies keep that folder or flatten it (spdocvqa_images/x.png)."""
-    candidates = [base / image] + ([image_dir / image, image_dir / Path(image).name] if image_dir else [])
+def _document(image: str, base: Path, image_dir: Path | None, record_id: str) -> str:
+    """``image`` is "documents/x.png"; unpacked copies keep that folder or flatten it (spdocvqa_images/x.png).
+    Every candidate stays inside its own root (the release folder or ``image_dir``)."""
+    candidates = [resolve_inside(base, image, record_id)]
+    if image_dir:
+        candidates += [resolve_inside(image_dir, image, record_id),
+                       resolve_inside(image_dir, Path(image).name, record_id)]
     return str(next((path for path in candidates if path.exists()), candidates[-1]))
 
 
@@ -55,13 +59,19 @@ def load_docvqa(root: str, split: str = "val", image_dir: str | None = None, lim
     path = base / f"{split}_v1.0_withQT.json"
     rows = read_json(path if path.exists() else base / f"{split}_v1.0.json")["data"]
     images = Path(image_dir) if image_dir else None
-    records = (TaskRecord(
-        id=f"docvqa-{row['questionId']}", dataset="docvqa", images=[_document(row["image"], base, images)],
-        question=row["question"], answer=[str(a) for a in row["answers"]], task_type="short_answer",
-        metadata={"split": split, "judge": "anls", "doc_id": row.get("docId"),
-                  "question_types": list(row.get("question_types") or [])},
-    ) for row in rows if row.get("answers"))  # the test split hides answers
-    return take(records, f"docvqa-{split}", limit)
+
+    def record(row: dict[str, Any]) -> TaskRecord | None:
+        if not row.get("answers"):
+            return None  # the test split hides answers
+        record_id = f"docvqa-{row['questionId']}"
+        return TaskRecord(
+            id=record_id, dataset="docvqa", images=[_document(row["image"], base, images, record_id)],
+            question=row["question"], answer=[str(a) for a in row["answers"]], task_type="short_answer",
+            metadata={"split": split, "judge": "anls", "doc_id": row.get("docId"),
+                      "question_types": list(row.get("question_types") or [])})
+
+    refused: list[tuple[str, str]] = []
+    return take(build_each(rows, record, refused), f"docvqa-{split}", limit, refused)
 
 
 def _map_answer(answer: Any) -> tuple[str, list[str] | None]:
@@ -71,18 +81,20 @@ def _map_answer(answer: Any) -> tuple[str, list[str] | None]:
 
 
 def load_mapqa(root: str, subset: str = "MapQA_S", split: str = "test", limit: int | None = None) -> TaskDataset:
+    """``split`` is ``train``, ``dev`` or ``test`` (the release's ``{split}-QA.json``)."""
     base = Path(root) / subset
     rows = read_json(base / "questions" / f"{split}-QA.json")
 
-    def records() -> Iterator[TaskRecord]:
-        for index, row in enumerate(rows):
-            answer, answer_list = _map_answer(row["answer"])
-            yield TaskRecord(
-                id=f"mapqa-{subset}-{split}-{row.get('question_id', index)}", dataset="mapqa",
-                images=[str(base / "images" / row["map_id"])], question=row["question"], answer=answer,
-                task_type="short_answer",
-                metadata={"split": split, "subset": subset, "map_id": row["map_id"], "answer_list": answer_list,
-                          "question_type": row.get("question_type")}
-                | ({"judge": "set_match"} if answer_list is not None else {}))
+    def record(item: tuple[int, dict[str, Any]]) -> TaskRecord:
+        index, row = item
+        answer, answer_list = _map_answer(row["answer"])
+        record_id = f"mapqa-{subset}-{split}-{row.get('question_id', index)}"
+        return TaskRecord(
+            id=record_id, dataset="mapqa", images=[str(resolve_inside(base / "images", row["map_id"], record_id))],
+            question=row["question"], answer=answer, task_type="short_answer",
+            metadata={"split": split, "subset": subset, "map_id": row["map_id"], "answer_list": answer_list,
+                      "question_type": row.get("question_type")}
+            | ({"judge": "set_match"} if answer_list is not None else {}))
 
-    return take(records(), f"mapqa-{subset}-{split}", limit)
+    refused: list[tuple[str, str]] = []
+    return take(build_each(enumerate(rows), record, refused), f"mapqa-{subset}-{split}", limit, refused)
