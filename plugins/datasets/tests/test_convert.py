@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from PIL import Image
 from vista_plugin_datasets import testing
 from vista_plugin_datasets.convert import convert
 
@@ -93,3 +94,119 @@ def test_bad_input_is_a_clear_error(tmp_path):
     assert result.exit_code != 0 and "KEY=VALUE" in result.output
     result = _cli("data", "convert", "no-such-dataset", tmp_path, tmp_path / "out")
     assert result.exit_code != 0
+
+
+# --- mixed releases: one env for both kinds of record -----------------------------------------------
+
+
+def _mathvista_real(root: Path) -> Path:
+    from real_records import fixture
+
+    return fixture("mathvista")
+
+
+@pytest.mark.parametrize(("name", "writer", "count"), [
+    ("mathvista", _mathvista_real, 11), ("tabmwp", testing.write_tabmwp, 3), ("iconqa", testing.write_iconqa, 3),
+])
+def test_mixed_releases_convert_name_records_env_and_score_right(tmp_path, name, writer, count):
+    from real_records import check_records_score_right
+
+    result = _cli("data", "convert", name, writer(tmp_path / "raw"), tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    assert "eval: vista eval --env vqa/records-v0" in result.output and "multiple_choice" in result.output
+    (jsonl,) = (tmp_path / "out").glob("*.jsonl")
+    summary = _eval("vqa/records-v0", jsonl, tmp_path / "eval", count)
+    assert summary["success_rate"]["value"] == 1.0
+    records = list(vista_rl.make_dataset("records", path=str(jsonl)))
+    assert {r.task_type for r in records} >= {"multiple_choice"} and len(records) == count
+    assert check_records_score_right(records, "vqa/records-v0") > 0  # wrong options and numbers score below
+
+
+def test_convert_names_the_env_by_the_kinds_it_wrote(tmp_path):
+    assert "--env vqa/multiple-choice-v0" in _cli("data", "convert", "ai2d", testing.write_ai2d(tmp_path / "a"),
+                                                 tmp_path / "oa").output
+    assert "--env vqa/short-answer-v0" in _cli("data", "convert", "chartqa", testing.write_chartqa(tmp_path / "c"),
+                                              tmp_path / "oc").output
+
+
+# --- paths confined: reads inside SRC (or a named folder), writes inside DST ------------------------
+
+
+def _files(root: Path) -> set[Path]:
+    return {p for p in root.rglob("*") if p.is_file() or p.is_symlink()}
+
+
+def test_chartqa_records_naming_paths_outside_the_release_are_refused_not_copied(tmp_path):
+    src = testing.write_chartqa(tmp_path / "raw")
+    secret = tmp_path / "secret.png"
+    Image.new("RGB", (4, 4), "red").save(secret)
+    (src / "test" / "png" / "link.png").symlink_to(secret)  # a symlink inside the release, leading out
+    (src / "test" / "x.png").write_bytes(secret.read_bytes())  # what "../x.png" names from png/
+    human = json.loads((src / "test" / "test_human.json").read_text())
+    human += [{"imgname": "/etc/passwd", "query": "q1", "label": "1"},
+              {"imgname": "../x.png", "query": "q2", "label": "2"},
+              {"imgname": "../../../secret.png", "query": "q3", "label": "3"},
+              {"imgname": "link.png", "query": "q4", "label": "4"}]
+    (src / "test" / "test_human.json").write_text(json.dumps(human))
+    outside_before = _files(tmp_path)
+    result = _cli("data", "convert", "chartqa", src, tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in (tmp_path / "out" / "chartqa-test.jsonl").read_text().splitlines()]
+    assert [row["question"] for row in rows] == ["What is the value of Japan in 2019?",
+                                                "Which country has the highest share?",
+                                                "What is the sum of the two bars?"]
+    for index in (2, 3, 4, 5):  # the four hostile records, each refused by name, the run went on
+        assert f"refused chartqa-test-human-{index}" in result.output
+    assert "4 record(s) refused" in result.output
+    copied = _files(tmp_path / "out")
+    assert not any(p.name in {"passwd", "x.png", "secret.png", "link.png"} for p in copied)
+    assert all(b"root:" not in p.read_bytes() for p in copied if p.is_file())
+    assert _files(tmp_path) - copied == outside_before  # nothing written beside DST
+
+
+def test_a_dataset_name_with_dot_dot_writes_nothing_outside_dst(tmp_path):
+    release = tmp_path / "deep" / "er" / "release"
+    release.mkdir(parents=True)
+    Image.new("RGB", (4, 4), "blue").save(release / "img.png")
+    rows = [{"id": "evil", "dataset": "../../../x", "images": ["img.png"], "question": "Colour?", "answer": "blue"},
+            {"id": "abs", "dataset": "/tmp/y", "images": ["img.png"], "question": "Colour?", "answer": "blue"}]
+    (release / "evil.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    dst = tmp_path / "deep" / "er" / "out"
+    before = _files(tmp_path)
+    result = convert("records", release / "evil.jsonl", dst)
+    assert result.written == 2 and not result.refused
+    written = _files(tmp_path) - before
+    assert written and all(p.resolve().is_relative_to(dst.resolve()) for p in written)
+    placed = [json.loads(line)["images"][0] for line in result.path.read_text().splitlines()]
+    assert placed == ["images/x/img.png", "images/tmp_y/img.png"]
+
+
+def test_records_files_naming_host_paths_are_refused_per_record(tmp_path):
+    Image.new("RGB", (4, 4), "blue").save(tmp_path / "ok.png")
+    rows = [{"id": "fine", "dataset": "d", "images": ["ok.png"], "question": "q", "answer": "a"},
+            {"id": "host", "dataset": "d", "images": ["/etc/hostname"], "question": "q", "answer": "a"},
+            {"id": "up", "dataset": "d", "images": ["../ok.png"], "question": "q", "answer": "a"}]
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    (sub / "r.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    (sub / "ok.png").write_bytes((tmp_path / "ok.png").read_bytes())
+    data = vista_rl.make_dataset("records", path=str(sub / "r.jsonl"))
+    assert [r.id for r in data] == ["fine"]
+    assert [record_id for record_id, _ in data.refused] == ["host", "up"]
+    assert "record host: path '/etc/hostname' is absolute" in data.refused[0][1]
+    wider = vista_rl.make_dataset("records", path=str(sub / "r.jsonl"), image_root=[str(sub), str(tmp_path)])
+    assert [r.id for r in wider] == ["fine"]  # a second root admits absolute paths inside it, never '..'
+
+
+def test_resolve_inside_is_the_one_rule(tmp_path):
+    from vista_plugin_datasets.common import PathRefused, resolve_inside
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "out").symlink_to("/etc")
+    assert resolve_inside(tmp_path, "a/b.png", "r1") == tmp_path / "a" / "b.png"
+    for bad, why in [("/etc/passwd", "absolute"), ("C:\\x.png", "absolute"), ("\\\\host\\x", "absolute"),
+                     ("../x.png", "'..'"), ("a/../../x", "'..'"), ("a\\..\\..\\x", "'..'"),
+                     ("a/out/passwd", "symlink"), ("", "empty"), ("a\x00b", "NUL")]:
+        with pytest.raises(PathRefused, match=why) as refused:
+            resolve_inside(tmp_path, bad, "r1")
+        assert refused.value.record_id == "r1" and "record r1" in str(refused.value)

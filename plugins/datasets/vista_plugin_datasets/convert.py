@@ -64,17 +64,34 @@ def safe_name(name: str) -> str:
 
 def read_roots(src: Path, options: dict[str, Any]) -> list[Path]:
     """The folders convert may read images from: SRC (its folder when SRC is a file) and every
-    folder the user named in an adapter option (``coco_dir``, ``image_dir``, ``image_root``, ...)."""
+    folder the user named in an adapter option (``coco_dir``, ``image_dir``, ``image_root``, ...),
+    as given (not resolved: :func:`_check_read` compares both forms)."""
     roots = [src if src.is_dir() else src.parent]
     for value in options.values():
         values = value if isinstance(value, list) else [value]
         roots += [Path(v) for v in values if isinstance(v, str) and v and Path(v).is_dir()]
-    return [root.resolve() for root in roots]
+    return roots
+
+
+def _check_read(record_id: str, image: Path, roots: list[Path]) -> Path:
+    """The image's real path, refused unless it lies (symlinks followed) inside a root, and unless
+    the part a record supplied, after the root, is free of ``..`` steps: an adapter that joins a
+    release's ``"../x.png"`` onto its image folder gets a path that may still sit in SRC, but it is
+    not the file the layout names."""
+    real = image.resolve()
+    where = " or ".join(map(str, roots))
+    if not any(real.is_relative_to(root.resolve()) for root in roots):
+        raise PathRefused(record_id, str(image), where, "lies outside the release")
+    for root in roots:
+        if image.is_relative_to(root) and ".." in image.relative_to(root).parts:
+            raise PathRefused(record_id, str(image), where, "steps out with '..'")
+    return real
 
 
 def _image_target(image: Path, src: Path, dataset: str) -> Path:
+    folder = src if src.is_dir() else src.parent  # SRC may be a records file: its folder is the release
     try:
-        inside = image.resolve().relative_to(src.resolve())
+        inside = image.resolve().relative_to(folder.resolve())
     except ValueError:  # outside SRC (e.g. COCO for A-OKVQA): keep it apart, named by its folder
         inside = Path("external") / hashlib.sha256(str(image.parent.resolve()).encode()).hexdigest()[:10] / image.name
     return Path("images") / safe_name(dataset) / inside
@@ -83,9 +100,7 @@ def _image_target(image: Path, src: Path, dataset: str) -> Path:
 def _place_images(record: TaskRecord, src: Path, dst: Path, mode: ImageMode, roots: list[Path]) -> TaskRecord:
     placed = []
     for image in map(Path, record.images):
-        real = image.resolve()
-        if not any(real.is_relative_to(root) for root in roots):
-            raise PathRefused(record.id, str(image), " or ".join(map(str, roots)), "lies outside the release")
+        real = _check_read(record.id, image, roots)
         if not real.is_file():
             raise FileNotFoundError(f"image {image} is missing")
         if mode == "reference":
