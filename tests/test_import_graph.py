@@ -197,6 +197,7 @@ PUBLIC_MODULES = frozenset({
     "vista_rl.store",
     "vista_rl.engine_contract",
     "vista_rl.serving",
+    "vista_rl.limits",  # what one request may cost a server: image budgets, JSON value bound, memory release
     "vista_rl.model_paths",
     "vista_rl.baselines",  # blind baselines and the main-job verdict any engine's main job reports
 })

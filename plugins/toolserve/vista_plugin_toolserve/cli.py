@@ -23,11 +23,19 @@ from vista_rl.config import apply_overrides
 @click.option("--token", default=None, help=f"Require 'Authorization: Bearer TOKEN' (default: ${TOKEN_ENV_VAR}).")
 @click.option("--threads", default=16, show_default=True, type=click.IntRange(1),
               help="Calls run at once (concurrent calls reach batching tools together).")
+@click.option("--max-body-mb", default=64.0, show_default=True, type=click.FloatRange(min=0.001),
+              help="Largest call body in MB (413 past it, refused while it streams in).")
+@click.option("--max-image-pixels", default=4096 * 4096, show_default=True, type=click.IntRange(1),
+              help="Largest image (width x height) a call may carry (400 past it, checked before decoding).")
+@click.option("--max-request-pixels", default=2 * 4096 * 4096, show_default=True, type=click.IntRange(1),
+              help="Pixels of all a call's images together (400 past it).")
 def tool_server_command(tool_ids: tuple[str, ...], overrides: tuple[str, ...], host: str, port: int,
-                        token: str | None, threads: int) -> None:
+                        token: str | None, threads: int, max_body_mb: float, max_image_pixels: int,
+                        max_request_pixels: int) -> None:
     """Load each tool once and serve it: POST /call (msgpack), GET /tools, GET /health."""
     import vista_rl
     from vista_plugin_toolserve.http_server import serve
+    from vista_rl.limits import ImageLimits
     from vista_rl.serving import exposure_warning
 
     for tool_id in tool_ids:
@@ -46,4 +54,5 @@ def tool_server_command(tool_ids: tuple[str, ...], overrides: tuple[str, ...], h
     if warning:
         print(warning, file=sys.stderr)
     click.echo(f"serving {', '.join(tool_ids)} on http://{host}:{port}")
-    serve(configs, host, port, token, threads)
+    serve(configs, host, port, token, threads, max_body_bytes=int(max_body_mb * 1024 * 1024),
+          image_limits=ImageLimits(max_image_pixels=max_image_pixels, max_request_pixels=max_request_pixels))

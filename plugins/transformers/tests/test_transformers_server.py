@@ -11,7 +11,7 @@ import httpx
 import pytest
 from PIL import Image
 from vista_plugin_transformers.backend import TransformersBackend
-from vista_plugin_transformers.server import BackgroundServer, create_app
+from vista_plugin_transformers.server import BackgroundServer, ServeLimits, create_app
 
 from vista_rl import Chat, Generation, Message, ModelBackend, SamplingParams, image_to_data_url
 
@@ -217,3 +217,63 @@ def test_token_auth_guards_everything_but_health(backend: TransformersBackend) -
             assert httpx.get(running.url + path, timeout=10).status_code == 401, path
         assert httpx.get(running.url + "/health", timeout=10).status_code == 200
         assert _post_chat(running, request, headers={"authorization": "Bearer s3cret"}).status_code == 200
+
+
+# ------------------------------------------------- issue 22 item 8: bounded bodies, images, fields
+
+@pytest.fixture(scope="module")
+def tight_server(backend: TransformersBackend) -> Iterator[BackgroundServer]:
+    """Small limits, so each failure reproduces with small inputs."""
+    limits = ServeLimits(max_body_bytes=256 * 1024, max_json_values=10_000, max_image_pixels=64 * 64,
+                         max_request_pixels=2 * 64 * 64, max_stop_strings=4, max_stop_chars=32)
+    with BackgroundServer(create_app(backend, "tiny", batch_window_ms=5.0, limits=limits)) as running:
+        yield running
+
+
+def _image_part(size: int, fmt: str = "PNG") -> dict[str, Any]:
+    import base64
+    import io
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (size, size), "white").save(buffer, format=fmt)
+    url = f"data:image/{fmt.lower()};base64," + base64.b64encode(buffer.getvalue()).decode()
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def test_an_oversized_body_is_413_and_health_still_answers(tight_server: BackgroundServer) -> None:
+    declared = _post_chat(tight_server, b" " * (300 * 1024))
+    assert declared.status_code == 413 and "exceeds the limit" in declared.json()["error"]["message"]
+    streamed = httpx.post(f"{tight_server.url}/v1/chat/completions", content=iter([b" " * 65536] * 6),
+                          headers={"content-type": "application/json"}, timeout=60)
+    assert streamed.status_code == 413
+    many_values = _post_chat(tight_server, b"[" + b"0," * 50_000 + b"0]")  # 100 KB, 50,001 values
+    assert many_values.status_code == 413 and "JSON values" in many_values.json()["error"]["message"]
+    assert httpx.get(f"{tight_server.url}/health", timeout=10).json() == {"status": "ok"}
+
+
+@pytest.mark.parametrize(("payload", "fragment"), [
+    (b'{"messages": [{"role": "user", "content": "hi"}], "temperature": Infinity}', "temperature"),
+    (b'{"messages": [{"role": "user", "content": "hi"}], "temperature": NaN}', "temperature"),
+    ({"messages": [{"role": "user", "content": "hi"}], "temperature": 1e308}, "temperature"),
+    ({"messages": [{"role": "user", "content": "hi"}], "top_p": -0.5}, "top_p"),
+    (b'{"messages": [{"role": "user", "content": "hi"}], "presence_penalty": -Infinity}', "presence_penalty"),
+    ({"messages": [{"role": "user", "content": "hi"}], "top_logprobs": 10**6}, "top_logprobs"),
+    ({"messages": [{"role": "user", "content": "hi"}], "stop": ["x"] * 5}, "stop: 5 stop strings"),
+    ({"messages": [{"role": "user", "content": "hi"}], "stop": ["y" * 33]}, "stop[0]"),
+    ({"messages": [{"role": "user", "content": "hi"}], "stop": [""]}, "must not be empty"),
+    ({"messages": [{"role": "user", "content": [_image_part(65)]}]}, "65x65"),
+    ({"messages": [{"role": "user", "content": [_image_part(64)] * 3}]}, "pixels together"),
+    ({"messages": [{"role": "user", "content": [_image_part(8, "TIFF")]}]}, "accepted formats"),
+])
+def test_fields_and_images_past_the_limits_are_400s_naming_them(tight_server: BackgroundServer,
+                                                                payload: dict[str, Any] | bytes, fragment: str) -> None:
+    response = _post_chat(tight_server, payload)
+    assert response.status_code == 400, response.text[:300]
+    assert fragment in response.json()["error"]["message"]
+
+
+def test_requests_within_the_limits_still_work(tight_server: BackgroundServer) -> None:
+    request = {"messages": [{"role": "user", "content": [_image_part(64), _image_part(64)]}],
+               "stop": ["x", "yy"], "max_tokens": 2, "temperature": 0.0}
+    response = _post_chat(tight_server, request)
+    assert response.status_code == 200, response.text[:300]

@@ -44,10 +44,17 @@ SERVE_TOKEN_ENV_VAR = "VISTA_SERVE_TOKEN"
               help="Context length (prompt + max_tokens); default: the model's max_position_embeddings.")
 @click.option("--max-image-pixels", default=4096 * 4096, show_default=True, type=click.IntRange(1),
               help="Largest image (width x height) a request may send (400 past it).")
+@click.option("--max-request-pixels", default=2 * 4096 * 4096, show_default=True, type=click.IntRange(1),
+              help="Pixels of all a request's images together (400 past it).")
+@click.option("--max-images", default=32, show_default=True, type=click.IntRange(0),
+              help="Images one request may send (400 past it).")
+@click.option("--max-body-mb", default=64.0, show_default=True, type=click.FloatRange(min=0.001),
+              help="Largest request body in MB (413 past it, refused while it streams in).")
 @click.option("--token", default=None, help=f"Require 'Authorization: Bearer TOKEN' (default: ${SERVE_TOKEN_ENV_VAR}).")
 def serve_command(model_dir: str, host: str, port: int, device: str, model_name: str | None,
                   batch_window_ms: float, max_batch_size: int, default_max_tokens: int, max_tokens_limit: int,
-                  max_model_len: int | None, max_image_pixels: int, token: str | None) -> None:
+                  max_model_len: int | None, max_image_pixels: int, max_request_pixels: int, max_images: int,
+                  max_body_mb: float, token: str | None) -> None:
     """Serve MODEL_DIR with an OpenAI-compatible /v1/chat/completions API (transformers backend)."""
     import os
 
@@ -55,6 +62,7 @@ def serve_command(model_dir: str, host: str, port: int, device: str, model_name:
 
     from vista_plugin_transformers.backend import TransformersBackend
     from vista_plugin_transformers.server import ServeLimits, create_app
+    from vista_rl.limits import limit_decompression
     from vista_rl.serving import exposure_warning
 
     token = token or os.environ.get(SERVE_TOKEN_ENV_VAR) or None
@@ -63,7 +71,9 @@ def serve_command(model_dir: str, host: str, port: int, device: str, model_name:
         click.secho(warning, fg="yellow", err=True)
     backend = TransformersBackend(path=model_dir, device=device, max_batch_size=max_batch_size)
     limits = ServeLimits(max_model_len=max_model_len, max_tokens_limit=max_tokens_limit,
-                         max_image_pixels=max_image_pixels)
+                         max_image_pixels=max_image_pixels, max_request_pixels=max_request_pixels,
+                         max_images=max_images, max_body_bytes=int(max_body_mb * 1024 * 1024))
+    limit_decompression(max_image_pixels)  # PIL's own bomb check, behind the header checks
     app = create_app(backend, model_name or model_dir, batch_window_ms=batch_window_ms,
                      max_batch_size=max_batch_size, default_max_tokens=default_max_tokens, limits=limits, token=token)
     context = limits.max_model_len or backend.max_model_len

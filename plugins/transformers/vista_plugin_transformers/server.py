@@ -7,11 +7,15 @@ batched generation.  Extras understood on top of OpenAI's fields, as in vLLM: ``
 (adds ``prompt_token_ids`` to the response and ``token_ids`` to each choice).
 
 Every request is validated on its own before it may join a batch, as vLLM's and TGI's servers do,
-so a bad request fails alone with a 400 and never takes the batch with it: the body (size, JSON
-nesting), the fields (``seed`` within 64 bits, ``max_tokens`` under the cap, ``n``), the images
-(size read from the header before decoding) and, through the backend's ``check_prompt(chat)`` when
-it has one, the encoded prompt (no raw special tokens; prompt plus ``max_tokens`` within the
-context length).  Validation runs on worker threads, never on the event loop or the generate thread.
+so a bad request fails alone with a 400 and never takes the batch with it: the body (bytes, counted
+while it streams in; how many JSON values it can hold, bounded from its bytes before parsing;
+nesting), the fields (numbers finite and in range, ``seed`` within 64 bits, ``max_tokens`` under the
+cap, ``n``, the number and length of ``stop`` strings), the images (size read from the header
+before decoding, pixels per image and per request; see :mod:`vista_rl.limits`) and, through the
+backend's ``check_prompt(chat)`` when it has one, the encoded prompt (no raw special tokens; prompt
+plus ``max_tokens`` within the context length).  JSON parsing and validation run on worker threads,
+never on the event loop or the generate thread, so ``/health`` answers while a large body is parsed.
+After a large request the server collects garbage and trims the heap (:func:`vista_rl.limits.release_memory`).
 Should a batched ``generate`` still fail, its requests are retried one by one, so only the culprit
 gets the error.  With a token set, every route but ``/health`` needs ``Authorization: Bearer``.
 """
@@ -31,17 +35,24 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from starlette.background import BackgroundTask
 
-from vista_plugin_transformers.openai_messages import (
+from vista_plugin_transformers.openai_messages import openai_messages_to_chat
+from vista_rl import Chat, Generation, ModelBackend, SamplingParams
+from vista_rl.limits import (
     DEFAULT_MAX_IMAGE_PIXELS,
     DEFAULT_MAX_IMAGES,
-    openai_messages_to_chat,
+    DEFAULT_MAX_REQUEST_PIXELS,
+    json_values_bound,
+    release_memory,
 )
-from vista_rl import Chat, Generation, ModelBackend, SamplingParams
 from vista_rl.serving import BearerAuth, BodyTooLarge, nesting_depth, read_limited_body
 
 SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1
 MAX_JSON_DEPTH = 32
+MAX_TEMPERATURE = 10.0
+MAX_TOP_LOGPROBS = 20
+LARGE_REQUEST_BYTES = 1024 * 1024
 
 
 class ChatCompletionRequest(BaseModel):
@@ -51,15 +62,17 @@ class ChatCompletionRequest(BaseModel):
 
     model: str | None = None
     messages: list[dict[str, Any]]
-    temperature: float = Field(1.0, ge=0.0)
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    temperature: float = Field(1.0, ge=0.0, le=MAX_TEMPERATURE, allow_inf_nan=False)
+    top_p: float = Field(1.0, gt=0.0, le=1.0, allow_inf_nan=False)
     max_tokens: int | None = Field(None, ge=1)
     max_completion_tokens: int | None = Field(None, ge=1)
     n: int = Field(1, ge=1)
     stop: str | list[str] | None = None
     seed: int | None = Field(None, ge=SEED_MIN, le=SEED_MAX)
     logprobs: bool = False
-    top_logprobs: int | None = None
+    top_logprobs: int | None = Field(None, ge=0, le=MAX_TOP_LOGPROBS)
+    presence_penalty: float = Field(0.0, ge=-2.0, le=2.0, allow_inf_nan=False)  # OpenAI's ranges; not applied
+    frequency_penalty: float = Field(0.0, ge=-2.0, le=2.0, allow_inf_nan=False)
     stream: bool = False
     return_token_ids: bool = False
 
@@ -227,14 +240,22 @@ class ServeLimits:
 
     ``max_model_len``: context length (prompt + max_tokens); None takes the backend's.
     ``max_tokens_limit``: the largest ``max_tokens`` a request may ask for.
+    ``max_json_values``: a bound (from the bytes, see :func:`vista_rl.limits.json_values_bound`)
+    on the values one body may hold: 60 MB of tiny values parse into gigabytes of objects.
+    ``max_stop_strings`` / ``max_stop_chars``: each stop string costs the generate thread work per
+    vocabulary entry (300 strings of 300 characters took 7.8 s and stalled every other request).
     """
 
     max_model_len: int | None = None
     max_tokens_limit: int = 4096
     max_n: int = 16
     max_image_pixels: int = DEFAULT_MAX_IMAGE_PIXELS
+    max_request_pixels: int = DEFAULT_MAX_REQUEST_PIXELS
     max_images: int = DEFAULT_MAX_IMAGES
     max_body_bytes: int = 64 * 1024 * 1024
+    max_json_values: int = 1_000_000
+    max_stop_strings: int = 16
+    max_stop_chars: int = 256
     validation_threads: int = 4
 
 
@@ -280,12 +301,20 @@ def create_app(backend: ModelBackend, model_name: str, *, batch_window_ms: float
                 "data": [{"id": model_name, "object": "model", "created": 0, "owned_by": "vista",
                           "max_model_len": max_model_len}]}
 
-    async def read_json(request: Request) -> dict[str, Any]:
+    async def read_body(request: Request) -> bytes:
+        """The body's bytes, refused (413) as soon as the declared or streamed size passes the limit."""
         try:
-            raw = await read_limited_body(request.stream(), request.headers.get("content-length"),
-                                          limits.max_body_bytes)
+            return await read_limited_body(request.stream(), request.headers.get("content-length"),
+                                           limits.max_body_bytes)
         except BodyTooLarge as exc:
             raise RequestRejected(413, str(exc)) from None
+
+    def load_json(raw: bytes) -> dict[str, Any]:
+        """Parse a body (on a worker thread: 60 MB of JSON held the event loop for 56 s)."""
+        values = json_values_bound(raw)
+        if values > limits.max_json_values:
+            raise RequestRejected(413, f"the body may hold up to {values:,} JSON values, over this server's limit "
+                                       f"of {limits.max_json_values:,}")
         try:
             body = json.loads(raw)
         except (ValueError, RecursionError) as exc:
@@ -297,8 +326,20 @@ def create_app(backend: ModelBackend, model_name: str, *, batch_window_ms: float
             raise RequestRejected(400, "the body must be a JSON object")
         return body
 
-    def parse(body: dict[str, Any]) -> tuple[ChatCompletionRequest, SamplingParams, Chat, int]:
+    def check_stop(stop: list[str]) -> None:
+        if len(stop) > limits.max_stop_strings:
+            raise RequestRejected(400, f"stop: {len(stop)} stop strings exceed this server's limit of "
+                                       f"{limits.max_stop_strings}")
+        for index, text in enumerate(stop):
+            if not text:
+                raise RequestRejected(400, f"stop[{index}]: a stop string must not be empty")
+            if len(text) > limits.max_stop_chars:
+                raise RequestRejected(400, f"stop[{index}]: a stop string of {len(text)} characters exceeds this "
+                                           f"server's limit of {limits.max_stop_chars}")
+
+    def parse(raw: bytes) -> tuple[ChatCompletionRequest, SamplingParams, Chat, int]:
         """Everything about one request that can be checked without the model's weights."""
+        body = load_json(raw)
         try:
             request = ChatCompletionRequest.model_validate(body)
         except ValidationError as exc:
@@ -317,8 +358,9 @@ def create_app(backend: ModelBackend, model_name: str, *, batch_window_ms: float
             raise RequestRejected(400, f"n={request.n} exceeds this server's limit of {limits.max_n}")
         try:
             params = request.sampling_params(min(default_max_tokens, limits.max_tokens_limit))
+            check_stop(list(params.stop))
             chat = openai_messages_to_chat(request.messages, max_image_pixels=limits.max_image_pixels,
-                                           max_images=limits.max_images)
+                                           max_images=limits.max_images, max_request_pixels=limits.max_request_pixels)
         except (ValidationError, ValueError) as exc:
             raise RequestRejected(400, str(exc)) from None
         prompt_tokens = 0
@@ -334,18 +376,31 @@ def create_app(backend: ModelBackend, model_name: str, *, batch_window_ms: float
                      "shorten the messages or lower max_tokens")
         return request, params, chat, prompt_tokens
 
+    def after(large: bool) -> BackgroundTask | None:
+        """Once the response is sent (the request's objects dropped), give a large request's memory back."""
+        return BackgroundTask(release_memory) if large else None
+
     @app.post("/v1/chat/completions", response_model=None)
-    async def chat_completions(http_request: Request) -> JSONResponse | dict[str, Any]:
+    async def chat_completions(http_request: Request) -> JSONResponse:
+        large = False
         try:
-            body = await read_json(http_request)
-            request, params, chat, _ = await asyncio.get_running_loop().run_in_executor(validator, parse, body)
+            raw = await read_body(http_request)
+            large = len(raw) >= LARGE_REQUEST_BYTES
+            request, params, chat, _ = await asyncio.get_running_loop().run_in_executor(validator, parse, raw)
+            del raw
         except RequestRejected as exc:
             kind = "not_found_error" if exc.status == 404 else "invalid_request_error"
-            return _error(exc.status, exc.message, kind)
+            refused = _error(exc.status, exc.message, kind)
+            refused.background = after(large)
+            return refused
+        large = large or any(message.images for message in chat)
         try:
             generations = await batcher.submit(chat, params)
         except Exception as exc:  # noqa: BLE001 - reported to the client as a server error
-            return _error(500, f"generation failed: {type(exc).__name__}: {exc}", "server_error")
+            failed = _error(500, f"generation failed: {type(exc).__name__}: {exc}", "server_error")
+            failed.background = after(large)
+            return failed
+        del chat
         prompt_ids = generations[0].prompt_token_ids or []
         completion_tokens = sum(len(g.token_ids) for g in generations)
         response: dict[str, Any] = {
@@ -360,7 +415,7 @@ def create_app(backend: ModelBackend, model_name: str, *, batch_window_ms: float
         }
         if request.return_token_ids:
             response["prompt_token_ids"] = list(prompt_ids)
-        return response
+        return JSONResponse(response, background=after(large))
 
     @app.exception_handler(Exception)
     async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
