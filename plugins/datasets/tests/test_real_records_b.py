@@ -79,18 +79,11 @@ DOCVQA_PREDICTIONS = {
     "docvqa-52212": ["Edward R. Shannon", "edward shannon", "EDWARD R. SHANNON", "Edward R Shannon",
                      "Shannon", "Edward  R.  Shannon", "Dr. Edward R. Shannon"],
 }
-# where our judge and the official script part: the official rule keeps a similarity of exactly 0.5
-# ("Shannon" for "Edward Shannon": 7 edits / 14 characters; "0.82" for "0.28": 2 / 4), ours drops it (its length-gap shortcut
-# and its ``distance < threshold`` both exclude 0.5).  A judge difference (vista_plugin_judges.anls,
-# owned by H4), pinned as strict xfail so it flips when the judge is fixed.
-DOCVQA_KNOWN_DIFFERENCES = {("docvqa-52212", "Shannon"), ("docvqa-49153", "0.82")}
-DOCVQA_CASES = [
-    pytest.param(record_id, prediction, id=f"{record_id}-{prediction.strip()}",
-                 marks=[pytest.mark.xfail(strict=True, reason="anls drops a similarity of exactly 0.5; the "
-                                                              "official rule keeps it")]
-                 if (record_id, prediction) in DOCVQA_KNOWN_DIFFERENCES else [])
-    for record_id, predictions in sorted(DOCVQA_PREDICTIONS.items()) for prediction in predictions
-]
+# Two cases sit exactly on the official threshold ("Shannon" for "Edward Shannon": 7 edits / 14
+# characters; "0.82" for "0.28": 2 / 4): the official rule keeps a similarity of 0.5.  The anls judge
+# dropped it until H4's fix (issue 23); these cases pin that fix.
+DOCVQA_CASES = [pytest.param(record_id, prediction, id=f"{record_id}-{prediction.strip()}")
+                for record_id, predictions in sorted(DOCVQA_PREDICTIONS.items()) for prediction in predictions]
 
 
 @pytest.mark.parametrize(("record_id", "prediction"), DOCVQA_CASES)
