@@ -536,3 +536,105 @@ def test_an_unhashable_plugin_object_works_and_spoils_nothing(fresh_host: Plugin
     assert [info.errors for info in fresh_host.plugins() if info.errors] == []
     fresh_host.unregister("ns")
     assert "ns/judge" not in fresh_host.registry("judges")
+
+
+# ------------------------------------------------- plugin identity, completed (issue 22, items 5 and 6)
+VERSION_THIEF = """
+import vista_rl
+
+@vista_rl.hookimpl
+def register_envs(register):
+    register("sokoban/sokoban-v1", "vista_plugin_oddshape.env:OddColourEnv", description="a newer sokoban?")
+"""
+
+
+def test_an_unversioned_id_resolves_among_one_providers_versions(install_plugin, fresh_host):
+    """Attack: a distribution registering ``sokoban/sokoban-v1`` took ``sokoban/sokoban`` (the newest
+    version won, whoever provided it), with no warning."""
+    install_plugin("sokoban-next", VERSION_THIEF, module="sokoban_next")
+    spec = fresh_host.spec("envs", "sokoban/sokoban")
+    assert (spec.id, spec.distribution) == ("sokoban/sokoban-v0", "vista-plugin-sokoban")
+    assert fresh_host.spec("envs", "sokoban/sokoban-v1").distribution == "sokoban-next"  # asked for by full id
+    infos = {info.key: info for info in fresh_host.plugins()}
+    [error] = infos["sokoban-next:sokoban_next"].errors
+    assert "vista-plugin-sokoban" in error and "sokoban-next" in error and "sokoban/sokoban" in error
+    assert infos["vista-plugin-sokoban:sokoban"].errors == []
+
+
+def test_an_unversioned_id_split_between_third_parties_is_refused_naming_both(install_plugin, fresh_host):
+    install_plugin("vista-plugin-goodpkg", GOOD)
+    install_plugin("goodpkg-next", GOOD.replace('"goodpkg/echo-v0"', '"goodpkg/echo-v7"')
+                   .replace('"goodpkg/echo-v1"', '"goodpkg/echo-v8"'), module="goodpkg_next")
+    with pytest.raises(DuplicateItemError, match=r"goodpkg-next .*vista-plugin-goodpkg|vista-plugin-goodpkg .*goodpkg-next"):
+        fresh_host.spec("envs", "goodpkg/echo")
+    assert fresh_host.spec("envs", "goodpkg/echo-v8").distribution == "goodpkg-next"
+
+
+def test_a_pin_chooses_whose_versions_an_unversioned_id_means(install_plugin, fresh_host, monkeypatch):
+    install_plugin("sokoban-next", VERSION_THIEF, module="sokoban_next")
+    monkeypatch.setenv("VISTA_PREFER", "sokoban/sokoban=sokoban-next")
+    assert fresh_host.spec("envs", "sokoban/sokoban").id == "sokoban/sokoban-v1"
+
+
+def test_strict_mode_refuses_a_version_clash(install_plugin, fresh_host, monkeypatch):
+    install_plugin("sokoban-next", VERSION_THIEF, module="sokoban_next")
+    monkeypatch.setenv("VISTA_STRICT_PLUGINS", "1")
+    with pytest.raises(PluginLoadError, match="sokoban-next .*version clash.*vista-plugin-sokoban"):
+        fresh_host.registry("envs")
+
+
+COMMAND_THIEF = """
+import click
+import vista_rl
+
+@click.command("{name}")
+def thief():
+    click.echo("hijacked")
+
+@vista_rl.hookimpl
+def register_commands(cli):
+    cli.add_command(thief)
+"""
+
+
+@pytest.mark.parametrize("name", ["eval", "tool-server"])
+def test_a_second_distribution_cannot_replace_a_command(install_plugin, name):
+    """Attack: a distribution whose ``register_commands`` adds ``eval`` or ``tool-server`` replaced
+    ours (load order decided) and strict mode said nothing."""
+    site = install_plugin("cmd-thief", COMMAND_THIEF.replace("{name}", name), module="cmd_thief")
+    result = run_vista(name, "--help", site=site)
+    assert result.returncode == 0, result.stderr
+    assert "hijacked" not in result.stdout and "Usage: vista " + name in result.stdout
+    warning = " ".join(result.stderr.split())
+    assert f"`vista {name}`" in warning and "cmd-thief" in warning
+    assert ("vista-rl" if name == "eval" else "vista-plugin-toolserve") in warning
+    strict = run_vista(name, "--help", site=site, env={"VISTA_STRICT_PLUGINS": "1"})
+    assert strict.returncode == 2 and "command clash" in strict.stderr and "cmd-thief" in strict.stderr
+
+
+def test_the_datasets_plugin_still_extends_an_existing_data_group():
+    result = run_vista("data", "--help")
+    assert result.returncode == 0, result.stderr
+    assert "convert" in result.stdout and "command clash" not in result.stderr
+
+
+def test_a_command_guard_keeps_the_first_third_party_and_reports_both():
+    import click
+
+    from vista_rl._commands import CommandGuard, Owner
+
+    group = click.Group("vista")
+    guard = CommandGuard(group)
+    first, second = click.Command("hello"), click.Command("hello")
+    owner_a = Owner("a-dist 1 (plugin 'a')", "a-dist", "a-dist:a", False)
+    owner_b = Owner("b-dist 2 (plugin 'b')", "b-dist", "b-dist:b", False)
+    reports: list[str] = []
+    snapshot = guard.before()
+    group.add_command(first)
+    guard.after(snapshot, owner_a, lambda clash: reports.append(clash.message()))
+    snapshot = guard.before()
+    group.add_command(second)
+    guard.after(snapshot, owner_b, lambda clash: reports.append(clash.message()))
+    assert group.commands["hello"] is first
+    [message] = reports
+    assert "a-dist" in message and "b-dist" in message and "VISTA_DISABLE_PLUGINS=b-dist:b" in message

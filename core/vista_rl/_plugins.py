@@ -49,7 +49,7 @@ from vista_rl._providers import (
     ProviderPolicy,
     canonical_name,
 )
-from vista_rl._registry import ItemSpec, Registry, Resolution, resolve_import_path
+from vista_rl._registry import FamilyClash, ItemSpec, Registry, Resolution, resolve_import_path, split_version
 from vista_rl.errors import DuplicateItemError, PluginLoadError
 
 ENTRY_POINT_GROUP = "vista_rl"
@@ -252,6 +252,13 @@ class PluginHost:
             raise PluginLoadError(line) from exc
         print(f"vista: warning: {line}", file=sys.stderr)
 
+    def report_error(self, key: str, detail: str) -> None:
+        """Record an error of the plugin ``key`` (``distribution:entry-point``) found outside the host
+        (a CLI command clash): a warning, or in strict mode a :class:`PluginLoadError`."""
+        info = self._plugins.get(key) or PluginInfo(name=key, distribution="?", version="?", module="?")
+        if detail not in info.errors:
+            self._fail(info, "", detail=detail)
+
     def _warn(self, info: PluginInfo, message: str) -> None:
         info.warnings.append(message)
         print(f"vista: warning: {info.describe()} {message}", file=sys.stderr)
@@ -404,6 +411,7 @@ class PluginHost:
         hook_name: str,
         make_kwargs: Callable[[PluginInfo], dict[str, Any]],
         only_plugin: str | None = None,
+        after: Callable[[PluginInfo], None] | None = None,
     ) -> None:
         """Call a hook through pluggy once per implementing plugin, so one failing plugin spoils nothing.
 
@@ -411,7 +419,8 @@ class PluginHost:
         goes through ``pm.subset_hook_caller`` with every *other* implementing plugin removed, so hook
         wrappers (``wrapper=True``/``hookwrapper=True``) wrap every plugin's call and pluggy's
         monitoring and tracing see it; a wrapper-only plugin is never removed.  ``only_plugin`` (a key
-        or an entry-point name) limits the calls to that plugin.
+        or an entry-point name) limits the calls to that plugin.  ``after`` runs after each plugin's
+        call (also when it raised), to check what the call did; what it raises counts as the plugin's.
         """
         caller = getattr(self.pm.hook, hook_name)
         impls = [impl for impl in caller.get_hookimpls() if not (impl.wrapper or impl.hookwrapper)]
@@ -424,7 +433,11 @@ class PluginHost:
             )
             others = [other.plugin for other in impls if other.plugin is not impl.plugin]
             try:
-                self.pm.subset_hook_caller(hook_name, remove_plugins=others)(**make_kwargs(info))
+                try:
+                    self.pm.subset_hook_caller(hook_name, remove_plugins=others)(**make_kwargs(info))
+                finally:
+                    if after is not None:
+                        after(info)
             except BaseException as exc:  # noqa: BLE001
                 if isinstance(exc, KeyboardInterrupt) or (isinstance(exc, PluginLoadError) and self.strict):
                     raise  # strict mode's report of a plugin error (maybe another plugin's): already worded
@@ -452,6 +465,10 @@ class PluginHost:
         self._trace(f"{registry.kind}: {item_id} -> {spec.target_path} from {info.key}")
         if resolution is not None:
             self._report_duplicate(registry, resolution)
+        base, version = split_version(item_id)
+        clash = registry.family_clash(base) if version is not None else None
+        if clash is not None:
+            self._report_family_clash(registry, clash)
 
     # ------------------------------------------------------------ duplicate ids
     def _report_duplicate(self, registry: Registry, resolution: Resolution) -> None:
@@ -465,22 +482,60 @@ class PluginHost:
         for spec in resolution.candidates:
             if spec is winner:
                 continue
-            info = self._plugins.get(f"{spec.distribution}:{spec.plugin}")
-            if info is None or any(text.startswith(marker) for text in [*info.errors, *info.warnings]):
-                continue  # unknown, or already told (a third provider of the same id)
+            info = self._untold(spec, marker)  # None: unknown, or already told (a third provider)
+            if info is None:
+                continue
             if winner is None:
                 self._fail(info, "duplicate id", detail=f"duplicate id: {registry.ambiguity_message(item_id)}")
                 continue
-            pinned = self._providers.pinned(item_id, winner)
-            why = f"pinned by VISTA_PREFER/plugins.toml: {pinned}" if pinned else "first-party"
+            pinned, why = self._why(item_id, winner)
             detail = (f"{marker} is also registered by {winner.distribution} {winner.version} "
                       f"(plugin {winner.plugin!r}), which serves it ({why}); {spec.distribution}'s is ignored. "
                       f"To use {spec.distribution}'s instead set VISTA_PREFER={item_id}={spec.distribution}; "
                       f"to remove it set VISTA_DISABLE_PLUGINS={spec.distribution}:{spec.plugin}.")
-            if pinned:
-                self._warn(info, detail)
-            else:
-                self._fail(info, "duplicate id", detail=detail)
+            self._tell(info, "duplicate id", detail, pinned)
+
+    def _untold(self, spec: ItemSpec, marker: str) -> PluginInfo | None:
+        """The plugin of ``spec``, unless it is unknown or was already told ``marker``."""
+        info = self._plugins.get(f"{spec.distribution}:{spec.plugin}")
+        if info is None or any(text.startswith(marker) for text in [*info.errors, *info.warnings]):
+            return None
+        return info
+
+    def _why(self, item_id: str, winner: ItemSpec) -> tuple[str | None, str]:
+        """(the pin that chose ``winner``, or None; why it serves ``item_id``, in words)."""
+        pinned = self._providers.pinned(item_id, winner)
+        return pinned, f"pinned by VISTA_PREFER/plugins.toml: {pinned}" if pinned else "first-party"
+
+    def _tell(self, info: PluginInfo, what: str, detail: str, pinned: str | None) -> None:
+        """Losing to a pinned provider is a warning (the user chose); otherwise the plugin's error."""
+        if pinned:
+            self._warn(info, detail)
+        else:
+            self._fail(info, what, detail=detail)
+
+    def _report_family_clash(self, registry: Registry, clash: FamilyClash) -> None:
+        """Tell each distribution whose versions of an unversioned id do not serve it why.
+
+        ``sokoban/sokoban`` resolves among one provider's versions only, so a newcomer registering
+        ``sokoban/sokoban-v1`` next to first-party ``sokoban/sokoban-v0`` cannot take the short id over;
+        it is reported like a duplicate id (an error of the newcomer; strict mode raises)."""
+        marker = f"version clash: {registry.kind} id {clash.base!r}"
+        winner = clash.winner
+        for spec in clash.providers:
+            info = None if winner is not None and spec.distribution == winner.distribution else self._untold(spec, marker)
+            if info is None:
+                continue
+            if winner is None:
+                self._fail(info, "version clash", detail=f"{marker}: {registry.family_message(clash)}")
+                continue
+            pinned, why = self._why(clash.base, winner)
+            detail = (f"{marker} (no version) resolves among the versions of {winner.distribution} "
+                      f"{winner.version} ({why}, newest {winner.id}); {spec.distribution} registers {spec.id}, "
+                      f"which is served only when asked for by that full id. To make {clash.base!r} mean "
+                      f"{spec.distribution}'s versions set VISTA_PREFER={clash.base}={spec.distribution}; to "
+                      f"remove it set VISTA_DISABLE_PLUGINS={spec.distribution}:{spec.plugin}.")
+            self._tell(info, "version clash", detail, pinned)
 
     # ----------------------------------------------------------------- queries
     def plugins(self) -> list[PluginInfo]:

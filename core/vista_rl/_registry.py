@@ -114,6 +114,18 @@ def _no_preference(_item_id: str, candidates: list[ItemSpec]) -> ItemSpec | None
 
 
 @dataclass(frozen=True)
+class FamilyClash:
+    """Several distributions provide versions of one unversioned id (``sokoban/sokoban``).
+
+    ``providers`` holds each distribution's newest version; ``winner`` is the one whose versions the
+    unversioned id resolves among (None: no pinned or first-party provider, so it refuses)."""
+
+    base: str
+    winner: ItemSpec | None
+    providers: tuple[ItemSpec, ...]
+
+
+@dataclass(frozen=True)
 class Resolution:
     """Who provides an id that more than one plugin registered: ``winner`` (None: ambiguous)."""
 
@@ -202,30 +214,79 @@ class Registry:
                 f"or uninstall the one you do not want.")
 
     def _resolve_id(self, item_id: str) -> str | None:
+        resolved = self._lookup(item_id)
+        return resolved if isinstance(resolved, str) else (item_id if resolved is not None else None)
+
+    def _lookup(self, item_id: str) -> str | FamilyClash | None:
+        """The registered id that serves ``item_id``; a :class:`FamilyClash` when it is an unversioned
+        id whose versions come from several distributions and none of them may be preferred."""
         if item_id in self._candidates:
             return item_id
         # Routed ids: an item registered as "prefix/*" serves every "prefix/<rest>" (e.g. remote/<env id>).
         for known in self._candidates:
             if known.endswith("/*") and item_id.startswith(known[:-1]) and len(item_id) > len(known) - 1:
                 return known
-        # An unversioned id picks the newest version, as gymnasium does for "name" vs "name-vN".
+        # An unversioned id picks the newest version, as gymnasium does for "name" vs "name-vN" ...
         base, version = split_version(item_id)
         if version is not None:
             return None
-        candidates = [
-            (split_version(known)[1] or 0, known)
-            for known in self._candidates
-            if split_version(known)[0] == base or split_version(known)[0].split("/")[-1] == base
-        ]
-        if not candidates:
+        family = [known for known in self._candidates
+                  if split_version(known)[0] == base or split_version(known)[0].split("/")[-1] == base]
+        if not family:
             return None
-        bases = {split_version(known)[0] for _, known in candidates}
+        bases = {split_version(known)[0] for known in family}
         if len(bases) > 1:
             return None  # ambiguous short name across namespaces
-        return max(candidates)[1]
+        # ... but only among the versions of ONE provider: another distribution registering a newer
+        # "-vN" must not take the unversioned id over (issue 22, item 5).
+        clash = self.family_clash(bases.pop())
+        if clash is not None:
+            if clash.winner is None:
+                return clash
+            family = [known for known in family if self._registered_by(known, clash.winner.distribution)]
+        return max(family, key=lambda known: split_version(known)[1] or 0)
+
+    def family_clash(self, base: str) -> FamilyClash | None:
+        """How the unversioned id ``base`` resolves when several distributions register its versions
+        (None when one distribution registers them all, or when the others only duplicate ids it
+        registers too: the rules for duplicate ids settle those one by one).  The distribution is
+        chosen as for a duplicate id: pinned (``VISTA_PREFER=base=DIST`` or the namespace), else the
+        one first-party distribution; with neither the unversioned id is ambiguous."""
+        registered: dict[str, list[ItemSpec]] = {}
+        for known, specs in self._candidates.items():
+            if split_version(known)[0] == base:
+                for spec in specs:
+                    registered.setdefault(spec.distribution, []).append(spec)
+        if len(registered) < 2:
+            return None
+        providers = tuple(max(specs, key=lambda spec: split_version(spec.id)[1] or 0)
+                          for _, specs in sorted(registered.items()))
+        winner = self._choose(base, list(providers))
+        ids = {dist: {spec.id for spec in specs} for dist, specs in registered.items()}
+        if winner is None:
+            if sum(all(other <= mine for other in ids.values()) for mine in ids.values()) == 1:
+                return None
+            return FamilyClash(base, None, providers)
+        # only distributions with versions of their own contest the unversioned id
+        contenders = tuple(spec for spec in providers if spec.distribution == winner.distribution
+                           or not ids[spec.distribution] <= ids[winner.distribution])
+        return FamilyClash(base, winner, contenders) if len(contenders) > 1 else None
+
+    def _registered_by(self, item_id: str, distribution: str) -> bool:
+        return any(spec.distribution == distribution for spec in self._candidates.get(item_id, []))
+
+    def family_message(self, clash: FamilyClash) -> str:
+        names = " and ".join(f"{spec.distribution} {spec.version} ({spec.id})" for spec in clash.providers)
+        pins = " or ".join(f"VISTA_PREFER={clash.base}={spec.distribution}" for spec in clash.providers)
+        return (f"{self.kind} id {clash.base!r} (no version) has versions from {names}, and none of them is "
+                f"first-party or pinned, so VISTA will not guess whose newest version to use. Ask for a "
+                f"versioned id, choose one with {pins} (or [prefer] in plugins.toml), or uninstall the one "
+                f"you do not want.")
 
     def spec(self, item_id: str, *, installed_plugins: list[str] | None = None) -> ItemSpec:
-        resolved = self._resolve_id(item_id)
+        resolved = self._lookup(item_id)
+        if isinstance(resolved, FamilyClash):
+            raise DuplicateItemError(self.family_message(resolved))
         if resolved is None:
             raise UnknownItemError(self._unknown_message(item_id, installed_plugins or []))
         if resolved in self._ambiguous:

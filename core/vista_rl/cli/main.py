@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import sys
 import traceback
+from typing import Any
 
 import click
 
-from vista_rl._plugins import core_version, host
+from vista_rl._commands import CommandGuard, CommandPath, Owner
+from vista_rl._plugins import PluginInfo, core_version, host
 from vista_rl.errors import PluginLoadError, VistaError
 
 
@@ -32,9 +34,28 @@ def cli() -> None:
     """VISTA: train and evaluate vision-language agents with multi-turn, tool-integrated RL."""
 
 
+#: Owners of the commands of ``cli`` across every build (the group is process-wide too).
+_guard = CommandGuard(cli)
+
+
 def build_cli() -> click.Group:
-    host().load()
-    host().call_each("register_commands", lambda _info: {"cli": cli})
+    """Add every plugin's commands to ``cli``.  A command that a second distribution adds under a name
+    already taken is undone and reported naming both (first-party first, else first registered);
+    ``VISTA_STRICT_PLUGINS=1`` makes that an error."""
+    plugin_host = host()
+    plugin_host.load()
+    snapshots: dict[str, dict[CommandPath, click.Command]] = {}
+
+    def arguments(info: PluginInfo) -> dict[str, Any]:
+        snapshots[info.key] = _guard.before()
+        return {"cli": cli}
+
+    def settle(info: PluginInfo) -> None:
+        owner = Owner(info.describe(), info.distribution, info.key, info.first_party)
+        _guard.after(snapshots.pop(info.key, {}), owner,
+                     lambda clash: plugin_host.report_error(clash.refused.key, clash.message()))
+
+    plugin_host.call_each("register_commands", arguments, after=settle)
     return cli
 
 
