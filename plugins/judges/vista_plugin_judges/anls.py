@@ -1,5 +1,5 @@
 """ANLS, DocVQA's metric: 1 - normalised Levenshtein distance to the closest reference answer,
-counted as 0 once that distance reaches ``threshold`` (0.5), so an OCR slip ("0.28" vs "0.23")
+counted as 0 once that distance passes ``threshold`` (0.5; the official script keeps exactly 0.5), so an OCR slip ("0.28" vs "0.23")
 keeps most of the credit but a different answer earns none.  Both sides are lower-cased and
 whitespace is squeezed, as in the DocVQA evaluation."""
 
@@ -41,10 +41,11 @@ class ANLSJudge(Judge):
         longest = max(len(prediction), len(answer))
         if longest == 0:
             return 0.0
-        if abs(len(prediction) - len(answer)) / longest >= self.threshold:
+        if abs(len(prediction) - len(answer)) / longest > self.threshold:
             return 0.0  # the distance is at least the length gap: skip the O(n*m) table
         distance = levenshtein(prediction, answer) / longest
-        return 1.0 - distance if distance < self.threshold else 0.0
+        # the official script zeroes a similarity *below* the threshold: exactly 0.5 keeps 0.5
+        return 1.0 - distance if distance <= self.threshold else 0.0
 
     def score(self, prediction: Any, reference: Any, **context: Any) -> JudgeResult:
         if prediction is None or isinstance(prediction, (dict, list, bool, float)):

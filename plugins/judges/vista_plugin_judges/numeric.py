@@ -24,6 +24,7 @@ _NUMBER_RE = re.compile(
     r"\s*(?P<unit>[^\d\s][^\d]{0,24})?$",
     re.IGNORECASE,
 )
+_FRACTION_RE = re.compile(r"^([-+]?\d{1,9})\s*/\s*(\d{1,9})$")
 _YEAR_RE = re.compile(r"^(1[89]\d\d|20\d\d|2100)$")
 MAX_ANSWER_CHARS = 200  # longer text is not a chart answer; skip the regex on it
 
@@ -51,6 +52,10 @@ def parse_number(text: Any) -> ParsedNumber | None:
     value = str(text).strip().rstrip(".").strip()
     if not value or len(value) > MAX_ANSWER_CHARS:
         return None
+    fraction = _FRACTION_RE.match(value)
+    if fraction:  # TabMWP writes "3/4"; its official rule reads it as 0.75
+        numerator, denominator = float(fraction.group(1)), float(fraction.group(2))
+        return ParsedNumber(numerator / denominator, False, "", value) if denominator else None
     match = _NUMBER_RE.match(value)
     if not match:
         return None
