@@ -7,21 +7,27 @@ by default inside bubblewrap's namespaces as the nobody user under a seccomp fil
 
 1. (namespaces) refuse to run if still root; a second seccomp filter that refuses
    ``execve``/``execveat``, so nothing can start a program, not even a second Python without the hook;
+   (either mode, where no cgroup bounds the whole run) a filter that refuses new processes (fork,
+   vfork, clone without CLONE_THREAD), so RLIMIT_AS on this one process bounds the run's memory;
 2. (process) a private network namespace (``unshare(CLONE_NEWNET)``; as non-root together with a
    user namespace), so even a raw socket reaches nothing;
 3. resource limits: CPU seconds, address space, size of any written file (stdout/stderr are files),
    open files, no core dumps, and a process cap;
 4. (process, as root) drop to the ``nobody`` user when it can still read the Python installation;
-5. an audit hook (PEP 578) that cannot be removed from Python: it refuses sockets, process creation
-   (fork, exec, spawn, subprocess, os.system), signals to other processes, ctypes calls, tracing and
-   gc introspection, and file access outside the working directory (reads are also allowed inside
-   the Python installation, so imports work).
+5. ctypes unloaded (the runner needed it above) and an audit hook (PEP 578) that cannot be removed
+   from Python: it refuses sockets, process creation (fork, exec, spawn, subprocess, os.system),
+   signals to other processes, importing ctypes again, ctypes' audited entry points, tracing and gc
+   introspection, and file access outside the working directory (reads are also allowed inside the
+   Python installation, so imports work).  The hook gives common attempts a clear message; it is not
+   the boundary: native code (an extension module the code writes, ``_cffi_backend``) never raises
+   audit events, and what contains it is the kernel layers above (namespaces, seccomp, rlimits and
+   the per-run memory cap).
 
 Then it runs the code with the working directory as cwd and (namespaces) exports the images it saved
 through the one host file it may write.  The parent enforces wall time and kills the whole sandbox.
 """
 
-import ctypes
+import gc
 import json
 import os
 import resource
@@ -36,6 +42,8 @@ NOBODY = 65534
 
 
 def isolate_network():
+    import ctypes
+
     libc = ctypes.CDLL(None, use_errno=True)
     flags = CLONE_NEWNET if os.geteuid() == 0 else CLONE_NEWUSER | CLONE_NEWNET
     if libc.unshare(flags) == 0:
@@ -43,8 +51,11 @@ def isolate_network():
     return f"no-network-namespace(errno {ctypes.get_errno()})"
 
 
-def forbid_exec(program_hex):
-    """Install the parent-compiled BPF program (libseccomp output) that refuses execve/execveat."""
+def install_filter(program_hex, name):
+    """Install a parent-compiled BPF program (libseccomp output): the no-exec filter (execve and
+    execveat refused) or the single-process one (fork, vfork and non-thread clone refused)."""
+    import ctypes
+
     program = bytes.fromhex(program_hex)
 
     class SockFprog(ctypes.Structure):
@@ -56,8 +67,21 @@ def forbid_exec(program_hex):
         raise OSError(ctypes.get_errno(), "PR_SET_NO_NEW_PRIVS failed")
     fprog = SockFprog(len(program) // 8, program)
     if libc.prctl(22, 2, ctypes.cast(ctypes.byref(fprog), ctypes.c_void_p), 0, 0) != 0:  # PR_SET_SECCOMP, FILTER
-        raise OSError(ctypes.get_errno(), "installing the no-exec seccomp filter failed")
-    return "no-exec"
+        raise OSError(ctypes.get_errno(), f"installing the {name} seccomp filter failed")
+    return name
+
+
+def forget_ctypes():
+    """Unload ctypes, which the runner needed for prctl/unshare, before the untrusted code starts.
+
+    Its ready-made foreign functions (``ctypes.memmove``, ``memset``, ``cast``) raise no audit event
+    when called, so a loaded ctypes would let Python code write anywhere in the process. Unloaded,
+    ``import ctypes`` must load ``_ctypes`` again, which the audit hook refuses. This narrows the
+    Python-level surface only: native code (an extension the code writes, ``_cffi_backend``) still
+    runs in-process, and the kernel layers are what contain it."""
+    for name in [name for name in sys.modules if name in ("ctypes", "_ctypes") or name.startswith("ctypes.")]:
+        del sys.modules[name]
+    gc.collect()
 
 
 def apply_limits(limits):
@@ -151,7 +175,8 @@ def make_audit_hook(workdir, read_roots):
 
     def hook(event, args):
         if event == "import" and args and args[0] in ("_posixsubprocess", "_ctypes", "_multiprocessing"):
-            refuse("importing " + args[0])
+            # ImportError, so libraries that use these only when available (numpy's ctypes helpers) still import
+            raise ImportError(f"sandbox: importing {args[0]} is not allowed")
         if event in blocked:
             if event in ("object.__setattr__", "object.__delattr__") and not (
                     len(args) > 1 and isinstance(args[0], type(hook)) and args[1] == "__code__"):
@@ -214,16 +239,19 @@ def main():
         sys.stderr.write("sandbox: refusing to run: the sandboxed process is root\n")
         sys.exit(2)
     if config.get("no_exec_filter"):
-        layers.append(forbid_exec(config["no_exec_filter"]))
+        layers.append(install_filter(config["no_exec_filter"], "no-exec"))
     if config.get("isolate_network", True):
         layers.append(isolate_network())
     elif not layers:
         layers.append("network-not-isolated")
+    if config.get("single_process_filter"):  # after unshare, which a process may still do alone
+        layers.append(install_filter(config["single_process_filter"], "single-process"))
     apply_limits(config["limits"])
     layers.append("rlimits")
     if config.get("drop_privileges", True):
         layers.append(drop_privileges(config["read_roots"]))
     disable_raw_spawn()
+    forget_ctypes()
     os.chdir(config["workdir"])
     with open(config["code_path"], encoding="utf-8") as source:
         code = source.read()

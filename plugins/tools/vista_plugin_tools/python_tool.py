@@ -7,7 +7,10 @@ as a new image.
 Config ``isolation``: ``"namespaces"`` (default) runs the code under bubblewrap (namespaces, nobody
 user, seccomp; see :mod:`vista_plugin_tools.isolation`).  Where the host cannot give that, every call
 is refused with an error result saying why (and a warning is logged when the tool is made), so a run
-never silently trains against a weaker sandbox.  ``"process"`` is the explicit opt-in to the weaker
+never silently trains against a weaker sandbox.  Memory is bounded per run, not per process
+(:mod:`vista_plugin_tools.memory_cap`): a cgroup v2 ``memory.max`` where the host delegates one,
+else a run may not create processes and RLIMIT_AS bounds its one process; which applies is logged
+when the tool is made and returned in every result's ``metadata["memory_cap"]``.  ``"process"`` is the explicit opt-in to the weaker
 process-only sandbox, whose Python-level audit hook native code can bypass.
 """
 
@@ -19,6 +22,7 @@ import signal
 from pydantic import BaseModel, ConfigDict, Field
 
 from vista_plugin_tools import isolation as os_isolation
+from vista_plugin_tools import memory_cap
 from vista_plugin_tools.base import ImageTool, as_rgb
 from vista_plugin_tools.sandbox import ISOLATION_MODES, SandboxLimits, run_python
 from vista_rl import ConfigError, ToolContext, ToolResult
@@ -60,6 +64,9 @@ class PythonTool(ImageTool):
             logger.warning("python tool: every call will be refused: %s", why)
         self.limits = SandboxLimits(cpu_seconds=cpu_seconds, wall_seconds=wall_seconds, memory_mb=memory_mb,
                                     output_bytes=output_bytes, disk_mb=disk_mb)
+        self.memory_cap = memory_cap.detect()
+        logger.info("python tool: the memory of each run is capped by %s",
+                    self.memory_cap.describe(memory_mb, disk_mb))
         self.max_chars = max_chars
         self.share_images = share_images
         self.isolate_network = isolate_network
@@ -100,6 +107,7 @@ class PythonTool(ImageTool):
         return ToolResult(
             text="\n".join(parts), images=result.images, error=not result.ok,
             metadata={"exit_code": result.exit_code, "timed_out": result.timed_out, "layers": result.layers,
-                      "isolation": self.isolation,
+                      "isolation": self.isolation, "memory_cap": result.memory_cap,
+                      "peak_memory_bytes": result.peak_memory_bytes, "oom_killed": result.oom_killed,
                       "seconds": round(result.seconds, 3), "stdout_truncated": result.stdout_truncated},
         )

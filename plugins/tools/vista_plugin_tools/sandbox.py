@@ -14,7 +14,9 @@ Two isolation modes:
 
 In both, the child side (``_sandbox_runner.py``) adds CPU/memory/file-size/process rlimits and a
 PEP 578 audit hook refusing sockets, process creation and file access outside its folder, and the
-parent enforces a wall-clock timeout that kills the whole process group.
+parent enforces a wall-clock timeout that kills the whole process group.  Memory is capped per run, all its
+processes together (:mod:`vista_plugin_tools.memory_cap`): a cgroup v2 ``memory.max`` where the host
+delegates one, otherwise no process creation at all (seccomp) under RLIMIT_AS.
 ``SandboxResult.layers`` says which layers applied on this machine.
 """
 
@@ -37,8 +39,8 @@ from pathlib import Path
 
 from PIL import Image
 
-from vista_plugin_tools import isolation
-from vista_plugin_tools.seccomp_filter import filter_fd, no_exec_filter, sandbox_filter
+from vista_plugin_tools import isolation, memory_cap
+from vista_plugin_tools.seccomp_filter import filter_fd, no_exec_filter, sandbox_filter, single_process_filter
 
 ISOLATION_MODES = ("namespaces", "process")
 RUNNER = Path(__file__).with_name("_sandbox_runner.py")
@@ -74,6 +76,9 @@ class SandboxResult:
     layers: list[str] = field(default_factory=list)
     seconds: float = 0.0
     failed_to_start: bool = False  # the sandbox itself (bwrap) failed; stderr says why
+    memory_cap: str = ""  # the per-run memory layer: "cgroup-v2(...)" or "single-process"
+    peak_memory_bytes: int | None = None  # cgroup-v2 only: the run's peak, all processes together
+    oom_killed: bool = False  # cgroup-v2 only: the kernel stopped the run at memory.max
 
     @property
     def ok(self) -> bool:
@@ -188,16 +193,21 @@ def _rlimits(limits: SandboxLimits) -> dict[str, int]:
     }
 
 
+def _memory_config(cap: memory_cap.MemoryCap) -> dict[str, str]:
+    """Runner config for the per-run memory layer: without a cgroup, the run may not fork."""
+    return {} if cap.mode == "cgroup-v2" else {"single_process_filter": single_process_filter().hex()}
+
+
 def _process_launch(root: Path, workdir: Path, limits: SandboxLimits, isolate_network: bool,
-                    report_fd: int) -> _Launch:
+                    report_fd: int, cap: memory_cap.MemoryCap) -> _Launch:
     config = {"workdir": str(workdir), "code_path": str(root / "main.py"), "read_roots": read_roots(),
               "isolate_network": isolate_network, "drop_privileges": True, "report_fd": report_fd,
-              "limits": _rlimits(limits)}
+              "limits": _rlimits(limits), **_memory_config(cap)}
     return _Launch([sys.executable, "-I", "-B", str(RUNNER), json.dumps(config)], _child_env(workdir), workdir)
 
 
 def _namespaces_launch(root: Path, staged: Path, limits: SandboxLimits, report_fd: int, bwrap: str,
-                       inputs: set[str]) -> _Launch:
+                       inputs: set[str], cap: memory_cap.MemoryCap) -> _Launch:
     """bwrap command whose work folder is a size-capped tmpfs (a disk quota: native code cannot fill
     the host's disk), seeded from ``staged`` through bwrap ``--file`` copies."""
     fds = [filter_fd(sandbox_filter())]
@@ -220,7 +230,7 @@ def _namespaces_launch(root: Path, staged: Path, limits: SandboxLimits, report_f
     config = {"workdir": isolation.WORKDIR, "code_path": isolation.CODE_PATH, "read_roots": read_roots(),
               "isolate_network": False, "drop_privileges": False, "report_fd": report_fd,
               "limits": _rlimits(limits), "layers": [*isolation.describe_layers(), f"tmpfs-{limits.disk_mb}mb"],
-              "require_non_root": True, "no_exec_filter": no_exec_filter().hex(),
+              "require_non_root": True, "no_exec_filter": no_exec_filter().hex(), **_memory_config(cap),
               "export": {"path": isolation.EXPORT_PATH, "skip": sorted(inputs), "suffixes": sorted(IMAGE_SUFFIXES),
                          "max_images": limits.max_images, "max_bytes": limits.file_mb * 2**20}}
     binds = [(str(root / "main.py"), isolation.CODE_PATH, False), (str(RUNNER), isolation.RUNNER_PATH, False),
@@ -257,10 +267,12 @@ def run_python(code: str, limits: SandboxLimits | None = None, inputs: dict[str,
         if why is not None:
             raise isolation.IsolationUnavailable(why)
     limits = limits or SandboxLimits()
+    cap = memory_cap.detect()
     root = Path(tempfile.mkdtemp(prefix="vista-sandbox-"))
     workdir = root / "work"  # process mode: the work folder itself; namespaces mode: what seeds the tmpfs
     workdir.mkdir()
     launch: _Launch | None = None
+    cgroup: memory_cap.RunCgroup | None = None
     try:
         for name, image in (inputs or {}).items():
             image.save(workdir / name)
@@ -272,15 +284,19 @@ def run_python(code: str, limits: SandboxLimits | None = None, inputs: dict[str,
             os.chmod(root, 0o711)
         report_read, report_write = os.pipe()
         if isolation_mode == "namespaces":
-            launch = _namespaces_launch(root, workdir, limits, report_write, bwrap, set(inputs or {}))
+            launch = _namespaces_launch(root, workdir, limits, report_write, bwrap, set(inputs or {}), cap)
         else:
-            launch = _process_launch(root, workdir, limits, isolate_network, report_write)
+            launch = _process_launch(root, workdir, limits, isolate_network, report_write, cap)
+        argv = launch.argv
+        if cap.mode == "cgroup-v2" and cap.parent is not None:
+            cgroup = memory_cap.RunCgroup(cap.parent, (limits.memory_mb + limits.disk_mb) * 2**20, limits.processes)
+            argv = cgroup.launcher(argv)
         out_path, err_path = root / "stdout.txt", root / "stderr.txt"
         start = time.monotonic()
         timed_out = False
         with out_path.open("wb") as out, err_path.open("wb") as err:
             process = subprocess.Popen(
-                launch.argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=launch.cwd, env=launch.env,
+                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=launch.cwd, env=launch.env,
                 start_new_session=True, pass_fds=(report_write, *launch.fds), close_fds=True,
             )
             os.close(report_write)
@@ -294,6 +310,11 @@ def run_python(code: str, limits: SandboxLimits | None = None, inputs: dict[str,
                 process.wait()
         with os.fdopen(report_read, "r") as report:
             layers = [layer for layer in report.read().split(",") if layer]
+        peak, oom_killed = None, False
+        if cgroup is not None:
+            peak, oom_killed = cgroup.peak_bytes(), cgroup.oom_kills() > 0
+            if layers:
+                layers.append(cap.layer)
         if exit_code is not None:
             exit_code = _exit_code(exit_code, isolation_mode)
         stdout, stdout_cut = _read_capped(out_path, limits.output_bytes)
@@ -305,8 +326,11 @@ def run_python(code: str, limits: SandboxLimits | None = None, inputs: dict[str,
             images, names = _collect_images(workdir, set(inputs or {}), limits)
         return SandboxResult(stdout, stderr, exit_code, timed_out, cpu_limited, stdout_cut, stderr_cut,
                              images, names, layers, time.monotonic() - start,
-                             failed_to_start=not layers and not timed_out)
+                             failed_to_start=not layers and not timed_out, memory_cap=cap.layer,
+                             peak_memory_bytes=peak, oom_killed=oom_killed)
     finally:
         for fd in launch.fds if launch else ():
             os.close(fd)
+        if cgroup is not None:
+            cgroup.close()
         shutil.rmtree(root, ignore_errors=True)

@@ -15,6 +15,9 @@ Two filters:
   falls back to ``clone``, whose flags are checked.
 * :func:`no_exec_filter` — installed by the runner itself once the interpreter is up, so the
   untrusted code can no longer ``execve`` anything (not even a second, unhooked Python).
+* :func:`single_process_filter` — installed by the runner where no cgroup bounds the whole run
+  (:mod:`vista_plugin_tools.memory_cap`): no new processes, only threads, so the one process's
+  RLIMIT_AS bounds the run's memory.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ SCMP_ACT_ALLOW = 0x7FFF0000
 SCMP_CMP_NE = 1
 SCMP_CMP_MASKED_EQ = 7
 AF_UNIX = 1
+CLONE_THREAD = 0x00010000
 
 #: Refused with EPERM: debugging other processes, changing the mount table or namespaces, loading
 #: kernels/modules/BPF, perf counters, keyrings, clocks, swap, reboot, raw I/O ports, handle-based
@@ -157,3 +161,14 @@ def filter_fd(program: bytes) -> int:
     os.write(fd, program)
     os.lseek(fd, 0, os.SEEK_SET)
     return fd
+
+
+@functools.lru_cache(maxsize=1)
+def single_process_filter() -> bytes:
+    """No new processes: EPERM for ``fork``, ``vfork`` and ``clone`` without ``CLONE_THREAD`` (a
+    thread shares the address space, and CLONE_THREAD requires CLONE_VM); ENOSYS for ``clone3``,
+    whose flags BPF cannot read, so libc creates threads with ``clone``."""
+    eperm = _errno_action(errno.EPERM)
+    return _compile([_Rule("fork", eperm), _Rule("vfork", eperm),
+                     _Rule("clone", eperm, ((0, SCMP_CMP_MASKED_EQ, CLONE_THREAD, 0),)),
+                     _Rule("clone3", _errno_action(errno.ENOSYS))])
