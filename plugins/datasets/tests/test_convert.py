@@ -61,6 +61,13 @@ def test_convert_options_split_limit_and_reference_mode(tmp_path):
     assert row["metadata"]["judge"] == "vqa_accuracy" and len(row["answer"]) == 10
     assert Path(row["images"][0]).is_absolute() and Path(row["images"][0]).is_file()
     assert not (tmp_path / "out" / "images").exists()
+    # absolute paths load only inside named roots: the printed eval command names them
+    assert "dataset_config.image_root=[" in result.output
+    with pytest.raises(ValueError, match="every record was refused"):
+        vista_rl.make_dataset("records", path=str(tmp_path / "out" / "aokvqa-val.jsonl"))
+    loaded = vista_rl.make_dataset("records", path=str(tmp_path / "out" / "aokvqa-val.jsonl"),
+                                   image_root=[str(root), str(coco)])
+    assert loaded[0].images == row["images"]
 
 
 def test_images_outside_src_and_pickled_diagrams_are_copied(tmp_path):

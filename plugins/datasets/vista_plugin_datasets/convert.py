@@ -205,8 +205,13 @@ def convert_command(name: str, src: Path, dst: Path, split: str | None, options:
     if result.refused:
         console.print(f"{len(result.refused)} record(s) refused: they name paths outside the release or DST",
                       style="red")
-    console.print(f"eval: vista eval --env {env_for(result)} --model scripted:oracle "
-                  f"--set env.config.records_path={result.path}", markup=False, highlight=False)
+    source = f"--set env.config.records_path={result.path}"
+    if images == "reference":  # absolute paths into the release: the records loader admits them inside named roots
+        roots = ", ".join(str(root.resolve()) for root in read_roots(src, config))
+        source = (f"--set env.config.dataset=records --set env.config.dataset_config.path={result.path} "
+                  f"--set 'env.config.dataset_config.image_root=[{roots}]'")
+    console.print(f"eval: vista eval --env {env_for(result)} --model scripted:oracle {source}",
+                  markup=False, highlight=False)
 
 
 def env_for(result: ConvertResult) -> str:

@@ -190,3 +190,23 @@ def test_the_retry_docs_example_is_valid_config():
         attempts = AnswerAttemptsConfig(**example["env"]["config"])
     assert rollout.reflection and rollout.reflection_attempts == 3
     assert attempts.answer_attempts == 3 and attempts.reward_mode == "decayed"
+
+
+def test_records_env_serves_a_mixed_release_per_record(tmp_path):
+    """vqa/records-v0: options and multiple_choice where a record has options, the record's own
+    free-form judge elsewhere (a float at the release's stated precision)."""
+    root = str(testing.write_mathvista(tmp_path / "mathvista"))
+    check_env("vqa/records-v0", {"dataset": "mathvista", "dataset_config": {"root": root}})
+    records = list(vista_rl.make_dataset("mathvista", root=root))
+    kinds = {record.task_type for record in records}
+    assert "multiple_choice" in kinds and kinds - {"multiple_choice"}
+    env = vista_rl.make_env("vqa/records-v0", dataset="mathvista", dataset_config={"root": root})
+    for seed, record in enumerate(records):
+        observation, _ = env.reset(seed=seed)
+        assert ("Options:" in observation.text) == (record.task_type == "multiple_choice")
+    precise = [dict(id="p", dataset="d", question="Length?", answer="1.45", task_type="math",
+                    metadata={"answer_type": "float", "precision": 2})]
+    env = vista_rl.make_env("vqa/records-v0", records=precise, prompt_format="no_think")
+    for answer, right in (("1.45", True), ("1.449", True), ("1.46", False), ("1.5", False)):
+        env.reset(seed=0)
+        assert env.step(f"<answer>{answer}</answer>").info["success"] is right, answer
