@@ -42,7 +42,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Union
 
 from PIL import Image
-from pydantic import BaseModel
+from pydantic import AliasChoices, AliasPath, BaseModel
 from pydantic.fields import FieldInfo
 
 #: default cap on one record image (width x height), checked from the header before any decoding
@@ -307,10 +307,25 @@ def _fields_by_name(model: type[BaseModel]) -> dict[str, FieldInfo]:
     out: dict[str, FieldInfo] = {}
     for name, field in model.model_fields.items():
         out[name] = field
-        for alias in (field.alias, field.validation_alias):
-            if isinstance(alias, str):
-                out[alias] = field
+        for alias in _alias_names(field):
+            out[alias] = field
     return out
+
+
+def _alias_names(field: FieldInfo) -> list[str]:
+    """Every top-level key that populates the field: ``alias``, ``validation_alias`` and each of
+    ``AliasChoices`` (the first step of an ``AliasPath``)."""
+    names: list[str] = []
+    pending: list[Any] = [field.alias, field.validation_alias]
+    while pending:
+        alias = pending.pop()
+        if isinstance(alias, str):
+            names.append(alias)
+        elif isinstance(alias, AliasChoices):
+            pending.extend(alias.choices)
+        elif isinstance(alias, AliasPath) and alias.path and isinstance(alias.path[0], str):
+            names.append(alias.path[0])
+    return names
 
 
 def _markers(field: FieldInfo) -> list[Any]:

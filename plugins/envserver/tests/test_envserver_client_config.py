@@ -188,3 +188,14 @@ def test_a_marked_field_in_a_nested_model_is_refused() -> None:
         session = client.create(1, env_id="test/nested-v0", config={"render": {"size": 4}})[0]
         _observation, info = client.reset([(session.id, 0)])[0]  # type: ignore[misc]
         assert info["size"] == 4
+
+
+def test_aliases_do_not_bypass_a_marker() -> None:
+    from pydantic import AliasChoices, Field
+
+    class Aliased(BaseModel):
+        path: Annotated[str | None, config_fields.HostPath] = Field(None, validation_alias=AliasChoices("path", "file"))
+
+    with pytest.raises(config_fields.ClientConfigRefused) as caught:
+        config_fields.check_client_config(Aliased, {"file": "notes"})
+    assert caught.value.status == 403 and caught.value.key == "file"
