@@ -276,7 +276,10 @@ def _consumer_sources() -> list[tuple[str, str]]:
         for path in sorted(REPO.glob(pattern)):
             if "/build/" in path.as_posix() or not path.is_file():
                 continue
-            sources.append((str(path.relative_to(REPO)), _JINJA.sub("X", path.read_text(encoding="utf-8"))))
+            text = path.read_text(encoding="utf-8")
+            # Only cookiecutter templates hold Jinja; elsewhere ``{{`` is an f-string's literal brace.
+            where = str(path.relative_to(REPO))
+            sources.append((where, _JINJA.sub("X", text) if where.startswith("templates/") else text))
     for pattern in DOC_PAGES:
         for page in sorted(REPO.glob(pattern)):
             for number, block in enumerate(code_blocks(page), 1):
