@@ -149,3 +149,54 @@ def test_quoted_model_text_in_messages_never_claims_an_image(text):
     parsed = parse_response(text)
     assert parsed.errors and "<image>" not in " ".join(parsed.errors)
     Observation(parsed.feedback)  # an env may put the feedback in an observation without images
+
+
+# ------------------------------------------ linear-time extraction (issue 22, item 7): same results
+_OLD_SVG_BLOCK = r"<svg\b(?:[^>]*/>|.*</svg\s*>)"
+_OLD_URL = r"url\(\s*(['\"]?)(.*?)\1\s*\)"
+_SVG_PIECES = ["<svg", "<SVG", "</svg>", "</svg >", "</svg", "/>", ">", "/", " ", "x", "\n", "<svgx", "<"]
+_URL_PIECES = ["url(", "URL(", "'", '"', ")", " ", "#a", "x", "\t", "(", "url"]
+
+
+def _random_texts(pieces: list[str], count: int, seed: int) -> list[str]:
+    import random
+
+    rng = random.Random(seed)
+    return ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 14))) for _ in range(count)]
+
+
+def test_svg_extraction_gives_what_the_old_pattern_gave():
+    """The linear scan replaced a backtracking pattern; on tricky inputs it must find the same block."""
+    import re
+
+    from vista_plugin_svg.safety import extract_svg
+
+    old = re.compile(_OLD_SVG_BLOCK, re.IGNORECASE | re.DOTALL)
+    cases = [
+        "", "no svg here", "<svg/>", "<svg />", '<svg width="1"/><svg>x</svg>', "<svg>a</svg> b </svg >",
+        "```xml\n<svg xmlns='http://www.w3.org/2000/svg'><rect/></svg>\n```", "<svg>unclosed", "<svgfoo/>",
+        "<svg a='/'>x</svg>", "<svg " * 50, "<svg>" * 3 + "</svg>", "<SVG></Svg>", "<svg\n/>", "x<svg></svg\t\n>y",
+        *_random_texts(_SVG_PIECES, 3000, seed=1),
+    ]
+    for text in cases:
+        match = old.search(text)
+        assert extract_svg(text) == (match.group(0) if match else None), repr(text)
+
+
+def test_url_targets_give_what_the_old_pattern_gave():
+    import re
+
+    from vista_plugin_svg.safety import url_targets
+
+    old = re.compile(_OLD_URL, re.IGNORECASE | re.DOTALL)
+    cases = ["url(#a)", "url( '#a' )", 'url("x")', "url('#a)", "url(#a) url(http://x)", "url(", "url('x' ) )",
+             "fill:url( #g );stroke:url('#h')", *_random_texts(_URL_PIECES, 3000, seed=2)]
+    for text in cases:
+        assert url_targets(text) == [match.group(2) for match in old.finditer(text)], repr(text)
+
+
+def test_response_parsing_is_unchanged_on_adversarial_nesting():
+    parsed = parse_response("<think>" * 1000 + "x" + "</answer>" * 1000)
+    assert parsed.fields["think"] == ["<think>" * 999 + "x" + "</answer>" * 1000]  # unclosed: runs to the end
+    assert parsed.errors[0] == "missing <answer>...</answer>"
+    assert "<think> is opened again inside <think>" in parsed.errors
