@@ -143,7 +143,7 @@ def test_resumed_run_equals_uninterrupted_run(tmp_path: Path, tiny_model_dir: Pa
     run_b = run_config(tiny_model_dir, tmp_path / "b", overrides=overrides)
     with pytest.raises(KeyboardInterrupt):
         LocalEngine(run_b, step_hook=interrupt).run()
-    assert any((p / "state.pt").exists() for p in (tmp_path / "b" / "checkpoints").iterdir())
+    assert any((p / "state.json").exists() for p in (tmp_path / "b" / "checkpoints").iterdir())
     LocalEngine(run_b, resume=tmp_path / "b").run()
 
     a, b = _state(tmp_path / "a"), _state(tmp_path / "b")
@@ -216,16 +216,16 @@ def test_disk_full_while_checkpointing_keeps_the_previous_checkpoint(
 
     run = run_config(tiny_model_dir, tmp_path / "full", overrides=(
         "trainer.checkpoint_every=1", "trainer.steps=0"))
-    real_save = torch.save
+    real_save = checkpoint.save_file
     calls = {"n": 0}
 
-    def save_until_full(obj: object, path: object) -> None:  # fake: a disk that fills on the 2nd save
+    def save_until_full(tensors: object, path: object, metadata: object = None) -> None:  # fake: full on the 2nd save
         calls["n"] += 1
         if calls["n"] >= 2:
             raise OSError(errno.ENOSPC, "No space left on device")
-        real_save(obj, path)
+        real_save(tensors, path, metadata=metadata)
 
-    monkeypatch.setattr(checkpoint.torch, "save", save_until_full)
+    monkeypatch.setattr(checkpoint, "save_file", save_until_full)
     with pytest.raises(VistaError, match=r"out of disk space .* previous checkpoint .*step-000001 is intact"):
         LocalEngine(run).run()
     remaining = [p.name for p in (tmp_path / "full" / "checkpoints").iterdir()]

@@ -213,14 +213,14 @@ class LocalEngine:
         torch.manual_seed(self.run_config.seed)
         random.seed(self.run_config.seed)
         np.random.seed(self.run_config.seed % 2**32)
+        # Read (and, for a pickle or foreign file, refuse) the checkpoint before any other work.
+        checkpoint: dict[str, Any] | None = load_checkpoint(self.run_dir) if self.resuming else None
         self.policy = self._build_policy()
         self._open_rollouts()
         self.logger = MetricsLogger(self.run_dir)
         self.optimizer: torch.optim.Optimizer | None = None
         self.scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
-        checkpoint: dict[str, Any] | None = None
-        if self.resuming:
-            checkpoint = load_checkpoint(self.run_dir)
+        if checkpoint is not None:
             self.state = EngineState(**checkpoint["engine"])
             self.policy.load_state(checkpoint["policy"])
             self.console.print(f"resuming {self.run_dir} at stage {self.state.stage}, "
