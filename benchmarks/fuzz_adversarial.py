@@ -14,22 +14,43 @@ Targets, each counting *uncaught* failures (what must never happen):
 - the env server (real HTTP on 127.0.0.1): strings as batched ``/step`` actions (a 5xx, a dropped
   connection, or an item the server reports as "step raised") and as raw request bodies (a 5xx);
 - ``vista serve`` over a tiny random Qwen2.5-VL: strings as message text and as raw bodies (a 5xx
-  or a dropped connection; a 400 for a bad request is the right answer).
+  or a dropped connection; a 400 for a bad request is the right answer), and requests with hostile
+  ``image_url`` parts (PNG headers claiming up to 100000x100000, truncated or random bytes, TIFF and
+  EPS files, ``file://`` and remote URLs, too many images);
+- the tool server (``mark``, a real child process): strings as arguments, metadata, tool ids and raw
+  bodies, and hostile images (raw headers whose bytes do not match, unknown modes, PNG bombs);
+- env-server client configs (``vista env-server`` as a child process, restarted if it dies):
+  ``POST /sessions`` with import paths, host paths, records that carry host paths, nesting up to
+  100,000 deep and non-finite numbers; an accepted session is reset and stepped once (a dropped
+  connection is a server that died);
+- ``vista data convert`` (the function, as a black box) over hostile release files in a temp dir:
+  ChartQA ``imgname`` and records ``images``/``dataset`` that are absolute, ``..``, symlinks out
+  or odd; a file written outside DST, or a record pointing outside DST, counts as a failure.
 
-Usage: ``python benchmarks/fuzz_adversarial.py [--per-env N] [--server N] [--serve N] [--no-ray]``;
-exit status 1 when anything went uncaught.
+The report's ``peak_rss_mb`` is the harness's peak RSS and ``peak_rss_children_mb`` the largest
+child server's.
+
+Usage: ``python benchmarks/fuzz_adversarial.py [--per-env N] [--server N] [--serve N] [--serve-images N]
+[--tool-server N] [--env-configs N] [--convert N] [--no-ray]``; exit status 1 when anything went uncaught.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import concurrent.futures
+import io
 import json
+import os
 import random
+import resource
+import struct
+import subprocess
 import sys
 import tempfile
 import time
 import traceback
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -240,7 +261,8 @@ def fuzz_env_server(url: str, strings: list[str], raw_count: int) -> dict[str, A
 
 # ----------------------------------------------------------------------------------- vista serve
 
-def fuzz_serve(strings: list[str], raw_count: int, threads: int = 8) -> dict[str, Any]:
+def fuzz_serve(strings: list[str], raw_count: int, image_strings: list[str] | None = None,
+               threads: int = 8) -> dict[str, Any]:
     import httpx
     from vista_plugin_transformers.backend import TransformersBackend
     from vista_plugin_transformers.server import BackgroundServer, create_app
@@ -277,8 +299,348 @@ def fuzz_serve(strings: list[str], raw_count: int, threads: int = 8) -> dict[str
         for text in strings[:raw_count]:
             post_raw(http, "/v1/chat/completions", text, "application/json", raw)
         raw.seconds = time.perf_counter() - started
+
+        images = Tally()
+        started = time.perf_counter()
+
+        def send_images(index: int) -> tuple[str, int | str]:
+            text = (image_strings or [])[index]
+            rng = random.Random(index)
+            parts: list[dict[str, Any]] = [{"type": "text", "text": text[:200]}]
+            count = 33 if rng.random() < 0.03 else rng.randint(1, 3)
+            parts += [{"type": "image_url", "image_url": {"url": hostile_data_url(rng, text)}} for _ in range(count)]
+            body = json.dumps({"messages": [{"role": "user", "content": parts}], "max_tokens": 1}).encode()
+            try:
+                return text, http.post("/v1/chat/completions", content=body,
+                                       headers={"content-type": "application/json"}).status_code
+            except httpx.HTTPError as exc:
+                return text, f"{type(exc).__name__}: {exc}"
+
+        with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+            for text, status in pool.map(send_images, range(len(image_strings or []))):
+                if isinstance(status, str) or status >= 500:
+                    images.fail(text, str(status))
+                else:
+                    images.ok(str(status))
+        images.seconds = time.perf_counter() - started
     backend.close()
-    return {"messages": messages.to_dict(), "raw_bodies": raw.to_dict()}
+    return {"messages": messages.to_dict(), "raw_bodies": raw.to_dict(), "images": images.to_dict()}
+
+
+# ------------------------------------------------------------------------------- hostile images
+
+def png_header_only(width: int, height: int) -> bytes:
+    """A PNG whose header claims ``width`` x ``height`` with almost no pixel data (a bomb header)."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\x00" * 16)) + chunk(b"IEND", b"")
+
+
+def small_image(rng: random.Random, fmt: str) -> bytes:
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB", (rng.randint(1, 24), rng.randint(1, 24)), (rng.randrange(256), 0, 0)).save(buffer, format=fmt)
+    return buffer.getvalue()
+
+
+def hostile_image_bytes(rng: random.Random, text: str) -> bytes:
+    """Encoded image bytes a hostile client might send: bombs, truncations, odd formats, junk."""
+    roll = rng.randrange(9)
+    if roll == 0:
+        return png_header_only(rng.choice([4097, 12000, 16000, 65535, 100000]), rng.choice([1, 4097, 12000, 65535]))
+    if roll == 1:
+        return png_header_only(rng.randint(0, 3), rng.randint(0, 3))
+    if roll == 2:
+        data = small_image(rng, "PNG")
+        return data[:rng.randint(0, len(data))]
+    if roll == 3:
+        return rng.randbytes(rng.randint(0, 4096))
+    if roll == 4:
+        return b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 100 100\n" + text.encode("utf-8", "replace")[:500]
+    if roll == 5:
+        return small_image(rng, "TIFF")
+    if roll == 6:
+        return text.encode("utf-8", "surrogatepass")[:5000]
+    return small_image(rng, rng.choice(["PNG", "JPEG", "GIF", "BMP", "WEBP"]))  # valid: a 200
+
+
+def hostile_data_url(rng: random.Random, text: str) -> str:
+    roll = rng.random()
+    if roll < 0.08:
+        return rng.choice(["file:///etc/passwd", "http://169.254.169.254/latest", "/etc/hostname", "", "data:",
+                           "data:image/png," + text[:100], "data:image/png;base64,%%%" + text[:50]])
+    encoded = base64.b64encode(hostile_image_bytes(rng, text)).decode()
+    return f"data:image/{rng.choice(['png', 'jpeg', 'x'])};base64,{encoded}"
+
+
+# ------------------------------------------------------------------------------------ tool server
+
+def hostile_wire_image(rng: random.Random, text: str) -> Any:
+    roll = rng.randrange(8)
+    if roll == 0:  # a header claiming far more pixels than its bytes hold
+        return {"codec": "raw", "mode": rng.choice(["RGBA", "RGB", "L", "1", "I;16", "CMYK"]),
+                "size": [rng.choice([16000, 65535, 1 << 20, 3]), rng.choice([16000, 65535, 7])], "data": b"\x00" * 115}
+    if roll == 1:
+        return {"codec": "raw", "mode": text[:20], "size": [8, 8], "data": b"\x00" * 192}
+    if roll == 2:
+        return {"codec": "raw", "mode": "RGB", "size": [rng.choice([-1, 0, 2**70, 1.5, "8", None]), 8], "data": b""}
+    if roll == 3:
+        return {"codec": "png", "data": hostile_image_bytes(rng, text)}
+    if roll == 4:
+        return {"codec": text[:30], "data": text}
+    if roll == 5:
+        return {"codec": "raw", "mode": "P", "size": [4, 4], "data": b"\x01" * 16, "palette": text.encode("utf-8", "replace")[:900]}
+    if roll == 6:
+        return text
+    return {"codec": "raw", "mode": "RGB", "size": [8, 8], "data": bytes(192)}  # valid
+
+
+def fuzz_tool_server(strings: list[str], threads: int = 4) -> dict[str, Any]:
+    """Strings as arguments, metadata, tool ids, raw bodies and hostile images at a real tool server."""
+    import httpx
+    import msgpack
+    from vista_plugin_envserver.codec import CONTENT_TYPE
+    from vista_plugin_toolserve.http_client import LocalToolServer
+
+    tally = Tally()
+    started = time.perf_counter()
+    server = LocalToolServer("mark", {}, threads=threads)
+    good = {"codec": "raw", "mode": "RGB", "size": [16, 16], "data": bytes(16 * 16 * 3)}
+    try:
+        with httpx.Client(base_url=server.url, timeout=120) as http:
+
+            def send(index: int) -> tuple[str, int | str]:
+                text, rng = strings[index], random.Random(index)
+                kind = index % 5
+                call: Any = {"tool": "mark", "arguments": {"points": [[1, 1]], "image": 0}, "images": [good]}
+                if kind == 0:
+                    call["arguments"] = text
+                elif kind == 1:
+                    call["arguments"] = {"points": text, "image": 0, text[:50]: [text]}
+                    call["metadata"] = {text[:50]: text, "full_resolution": {"0": {"__vista_image__":
+                                                                                   hostile_wire_image(rng, text)}}}
+                elif kind == 2:
+                    call["images"] = [hostile_wire_image(rng, text) for _ in range(rng.randint(1, 3))]
+                elif kind == 4:
+                    call = {"tool": text, "images": [good] * (40 if rng.random() < 0.2 else 1)}
+                try:
+                    body = (text.encode("utf-8", "surrogatepass") if kind == 3
+                            else msgpack.packb(call, use_bin_type=True, unicode_errors="surrogatepass"))
+                    return text, http.post("/call", content=body, headers={"content-type": CONTENT_TYPE}).status_code
+                except httpx.HTTPError as exc:
+                    return text, f"{type(exc).__name__}: {exc}"
+                except (ValueError, TypeError, OverflowError) as exc:  # msgpack cannot even pack it: not sent
+                    return text, f"unsendable: {type(exc).__name__}"
+
+            with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+                for text, status in pool.map(send, range(len(strings))):
+                    if isinstance(status, str) and status.startswith("unsendable"):
+                        tally.ok("unsendable")
+                    elif isinstance(status, str) or status >= 500:
+                        tally.fail(text, str(status))
+                    else:
+                        tally.ok(str(status))
+    finally:
+        server.close()
+    tally.seconds = time.perf_counter() - started
+    return {"calls": tally.to_dict()}
+
+
+# ------------------------------------------------------------------------- env-server client config
+
+CONFIG_ENVS = ["svg/reconstruct-v0", "frozenlake/frozenlake-v0", "vqa/records-v0", "vqa/short-answer-v0"]
+IMPORT_KEYS = ["encoder", "renderer", "reward_fn", "judge", "env", "factory", "class_path", "parser", "loader", "tool"]
+IMPORT_VALUES = ["os:abort", "os:system", "subprocess:Popen", "builtins:eval", "vista_rl.cli.main:main", "os.abort",
+                 "importlib:import_module", "ctypes:CDLL"]
+HOST_PATHS = ["/etc/passwd", "/etc/shadow", "../../../../etc/hostname", "/proc/self/environ", "~/.ssh/id_rsa",
+              "file:///etc/passwd", "/dev/zero", "\\\\server\\share", "C:\\Windows\\win.ini"]
+
+
+def hostile_config_body(rng: random.Random, text: str) -> tuple[str, bytes]:
+    """(kind, JSON body) for ``POST /sessions``: a hostile client config."""
+    env_id = rng.choice(CONFIG_ENVS)
+    kind = rng.choice(["import_path", "host_path", "records", "nesting", "numbers", "string"])
+    config: Any
+    if kind == "import_path":
+        config = {rng.choice(IMPORT_KEYS): rng.choice(IMPORT_VALUES + [text[:200]])}
+    elif kind == "host_path":
+        config = {rng.choice(["records_path", "path", "root", "svg_path", "font_path", "image_root"]): rng.choice(HOST_PATHS),
+                  "dataset_config": {"root": rng.choice(HOST_PATHS)}}
+    elif kind == "records":
+        config = {"records_path": None, "records": [{"id": "x", "dataset": text[:100], "question": "q", "answer": "a",
+                                                     "images": [rng.choice(HOST_PATHS + [text[:300]])]}]}
+    elif kind == "nesting":
+        depth = rng.choice([5, 33, 1000, 100_000])
+        raw = b'{"env_id": "' + env_id.encode() + b'", "config": {"k": ' + b"[" * depth + b"]" * depth + b"}}"
+        return kind, raw
+    elif kind == "numbers":
+        value = rng.choice([b"1e308", b"NaN", b"Infinity", b"-1", b"1" + b"0" * 5000, b"0.5"])
+        key = rng.choice([b"size", b"max_steps", b"tile_size", b"seed", b"n"])
+        return kind, b'{"env_id": "' + env_id.encode() + b'", "config": {"' + key + b'": ' + value + b"}}"
+    else:
+        config = {text[:100]: text[:2000]}
+    body = json.dumps({"env_id": env_id, "config": config, "count": 1}).encode("utf-8", "surrogatepass")
+    return kind, body
+
+
+class _EnvServerProcess:
+    """``vista env-server`` in a child process (so a config that kills it cannot kill the harness)."""
+
+    def __init__(self, log_dir: Path) -> None:
+        self.log_dir = log_dir
+        self.process: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+        self.url = ""
+
+    def start(self) -> None:
+        from vista_plugin_transformers.server import free_port, wait_for_health
+
+        port = free_port()
+        self.url = f"http://127.0.0.1:{port}"
+        command = [sys.executable, "-c", "from vista_rl.cli.main import main; main()", "env-server",
+                   *[arg for env_id in CONFIG_ENVS for arg in ("--env", env_id)], "--port", str(port)]
+        log = self.log_dir / f"env-server-{self.starts}.log"
+        with log.open("wb") as handle:
+            self.process = subprocess.Popen(command, stdout=handle, stderr=handle,
+                                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+        self.starts += 1
+        wait_for_health(self.url, self.process, timeout_s=120, log_path=log)
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=30)
+
+
+def fuzz_env_configs(strings: list[str], log_dir: Path) -> dict[str, Any]:
+    import httpx
+    from vista_plugin_envserver.client import EnvServerClient, ItemError
+
+    tally = Tally()
+    accepted: dict[str, int] = {}
+    started = time.perf_counter()
+    server = _EnvServerProcess(log_dir)
+    server.start()
+    try:
+        for index, text in enumerate(strings):
+            rng = random.Random(index)
+            kind, body = hostile_config_body(rng, text)
+            try:
+                response = httpx.post(f"{server.url}/sessions", content=body,
+                                      headers={"content-type": "application/json"}, timeout=60)
+            except httpx.HTTPError as exc:
+                tally.fail(text, f"{kind}: {type(exc).__name__}: {exc}"[:200])
+                server.stop()
+                server.start()
+                continue
+            if response.status_code >= 500:
+                tally.fail(text, f"{kind}: HTTP {response.status_code}: {response.text[:120]}")
+                continue
+            tally.ok(f"{kind}:{response.status_code}")
+            if response.status_code != 200:
+                continue
+            accepted[kind] = accepted.get(kind, 0) + 1
+            try:  # an accepted config must also survive a reset and a step
+                client = EnvServerClient(server.url)
+                ids = [session["id"] for session in response.json()["sessions"]]
+                outcomes = client.reset([(sid, 0) for sid in ids])
+                outcomes += client.step([(sid, "<svg " + text[:500]) for sid in ids])
+                client.close_sessions(ids)
+                if any(isinstance(item, ItemError) and "raised" in item.message for item in outcomes):
+                    tally.fail(text, f"{kind}: an env call raised")
+            except Exception as exc:  # noqa: BLE001 - a dead server or a broken reply is the failure counted
+                tally.fail(text, f"{kind} (after 200): {type(exc).__name__}: {exc}"[:200])
+                if not server.alive():
+                    server.start()
+    finally:
+        server.stop()
+    tally.seconds = time.perf_counter() - started
+    return {"sessions": tally.to_dict(), "accepted_by_kind": accepted, "server_starts": server.starts}
+
+
+# ------------------------------------------------------------------------------- vista data convert
+
+def _hostile_image_names(rng: random.Random, text: str, outside: Path, src: Path) -> str:
+    return rng.choice([
+        text[:300], str(outside / "secret.png"), "../" * rng.randint(1, 8) + "etc/hostname", "/etc/passwd",
+        "png/../../" + text[:40], "link-out.png", "./" + text[:60], "\x00" + text[:20], "", ".", "..",
+        str(src / "ChartQA Dataset" / "test" / "png" / "real.png"), "real.png",
+    ])
+
+
+def fuzz_convert(strings: list[str], workdir: Path, batch: int = 100) -> dict[str, Any]:
+    """Hostile release files through ``vista data convert``'s ``convert`` (chartqa and records)."""
+    import click
+    from PIL import Image
+    from rich.console import Console
+    from vista_plugin_datasets.convert import convert
+
+    tally = Tally()
+    breaches: list[str] = []
+    started = time.perf_counter()
+    outside = workdir / "outside"
+    outside.mkdir(parents=True, exist_ok=True)
+    Image.new("RGB", (4, 4), (255, 0, 0)).save(outside / "secret.png")
+    secret = (outside / "secret.png").read_bytes()
+    quiet = Console(file=io.StringIO())
+    for start in range(0, len(strings), batch):
+        chunk = strings[start:start + batch]
+        rng = random.Random(start)
+        name = "chartqa" if (start // batch) % 2 == 0 else "records"
+        src, dst = workdir / f"src-{start}", workdir / f"dst-{start}"
+        base = src / "ChartQA Dataset" / "test"
+        (base / "png").mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", (4, 4)).save(base / "png" / "real.png")
+        Image.new("RGB", (4, 4)).save(src / "real.png")
+        (base / "png" / "link-out.png").symlink_to(outside / "secret.png")
+        (src / "link-out.png").symlink_to(outside / "secret.png")
+        rows = [{"imgname": _hostile_image_names(rng, text, outside, src), "query": text[:200] or "q", "label": "a"}
+                for text in chunk]
+        if name == "chartqa":
+            (base / "test_human.json").write_text(json.dumps(rows), encoding="utf-8", errors="surrogatepass")
+            (base / "test_augmented.json").write_text("[]")
+            source: Path = src / "ChartQA Dataset"
+        else:
+            source = src / "records.jsonl"
+            lines = [json.dumps({"id": f"r{i}", "dataset": rng.choice([text[:80], "../../../x", "/abs", "..", "", "ok"]),
+                                 "question": "q", "answer": "a", "images": [row["imgname"]]})
+                     for i, (text, row) in enumerate(zip(chunk, rows, strict=True))]
+            source.write_text("\n".join(lines) + "\n", encoding="utf-8", errors="surrogatepass")
+        before = {path for path in workdir.rglob("*") if not path.is_relative_to(dst)}
+        try:
+            result = convert(name, source, dst, console=quiet)
+        except click.ClickException as exc:  # "no record could be written": a handled refusal
+            for _ in chunk:
+                tally.ok("refused-all")
+            del exc
+        except Exception as exc:  # noqa: BLE001 - the thing being counted
+            for text in chunk:
+                tally.fail(text, f"{name}: {type(exc).__name__}: {exc}"[:200])
+            continue
+        else:
+            handled = len(result.refused) + len(result.skipped)
+            for index in range(len(chunk)):
+                tally.ok("written" if index < result.written else "refused" if index < result.written + handled
+                         else "dropped")
+            for line in result.path.read_text(encoding="utf-8").splitlines():
+                for image in json.loads(line).get("images", []):
+                    target = (result.path.parent / image).resolve()
+                    if not target.is_relative_to(dst.resolve()):
+                        breaches.append(f"{name}: record image {image[:80]!r} points outside DST")
+                    elif target.is_file() and target.read_bytes() == secret:
+                        breaches.append(f"{name}: a file from outside SRC was copied into DST: {image[:80]!r}")
+        after = {path for path in workdir.rglob("*") if not path.is_relative_to(dst)}
+        breaches += [f"{name}: written outside DST: {path}" for path in sorted(after - before)[:5]]
+    tally.uncaught += len(breaches)
+    tally.examples += breaches[:5]
+    tally.seconds = time.perf_counter() - started
+    return {"records": tally.to_dict(), "confinement_breaches": len(breaches)}
 
 
 # ------------------------------------------------------------------------------------------ main
@@ -290,20 +652,28 @@ def _count(report: Any, key: str) -> int:
     return 0
 
 
-def run(per_env: int, server: int, serve: int, seed: int, use_ray: bool) -> dict[str, Any]:
+def run(per_env: int, server: int, serve: int, seed: int, use_ray: bool, serve_images: int = 0,
+        tool_server: int = 0, env_configs: int = 0, convert: int = 0) -> dict[str, Any]:
     from vista_plugin_envserver.app import ServerSettings
     from vista_plugin_envserver.server import BackgroundServer
 
     import vista_rl
 
     started = time.perf_counter()
-    pool = adversarial_strings(max(per_env, server, serve), seed)
+    pool = adversarial_strings(max(per_env, server, serve, serve_images, tool_server, env_configs, convert), seed)
     report: dict[str, Any] = {"seed": seed}
     host_envs = sorted({*SERVER_ENVS, "oddshape/odd-colour-v0", "frozenlake/frozenlake-v0"})
     with tempfile.TemporaryDirectory() as tmp, BackgroundServer(ServerSettings(env_ids=host_envs)) as env_server:
         report["envs"] = fuzz_all_envs(pool[:per_env], Path(tmp), env_server.url, use_ray)
         report["env_server"] = fuzz_env_server(env_server.url, pool[:server], raw_count=min(server, 1000))
-    report["serve"] = fuzz_serve(pool[:serve], raw_count=min(serve, 200))
+    report["serve"] = fuzz_serve(pool[:serve], raw_count=min(serve, 200), image_strings=pool[:serve_images])
+    if tool_server:
+        report["tool_server"] = fuzz_tool_server(pool[:tool_server])
+    with tempfile.TemporaryDirectory() as tmp:
+        if env_configs:
+            report["env_server_configs"] = fuzz_env_configs(pool[:env_configs], Path(tmp))
+        if convert:
+            report["convert"] = fuzz_convert(pool[:convert], Path(tmp) / "convert")
     if use_ray:
         try:
             import ray
@@ -315,6 +685,26 @@ def run(per_env: int, server: int, serve: int, seed: int, use_ray: bool) -> dict
     report["strings_total"] = _count(report, "sent")
     report["uncaught_exceptions"] = _count(report, "uncaught")
     report["seconds"] = round(time.perf_counter() - started, 1)
+    report["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    report["peak_rss_children_mb"] = round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1)
+    return report
+
+
+def run_new(serve_images: int, tool_server: int, env_configs: int, convert: int, seed: int) -> dict[str, Any]:
+    """Only the surfaces issue 22 added (quicker to iterate on)."""
+    started = time.perf_counter()
+    pool = adversarial_strings(max(serve_images, tool_server, env_configs, convert), seed)
+    report: dict[str, Any] = {"seed": seed}
+    report["serve"] = fuzz_serve([], raw_count=0, image_strings=pool[:serve_images])
+    report["tool_server"] = fuzz_tool_server(pool[:tool_server])
+    with tempfile.TemporaryDirectory() as tmp:
+        report["env_server_configs"] = fuzz_env_configs(pool[:env_configs], Path(tmp))
+        report["convert"] = fuzz_convert(pool[:convert], Path(tmp) / "convert")
+    report["strings_total"] = _count(report, "sent")
+    report["uncaught_exceptions"] = _count(report, "uncaught")
+    report["seconds"] = round(time.perf_counter() - started, 1)
+    report["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    report["peak_rss_children_mb"] = round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1)
     return report
 
 
@@ -323,11 +713,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-env", type=int, default=300, help="strings stepped through each registered env")
     parser.add_argument("--server", type=int, default=4000, help="strings sent as env-server actions")
     parser.add_argument("--serve", type=int, default=200, help="strings sent to vista serve")
+    parser.add_argument("--serve-images", type=int, default=2000,
+                        help="vista serve requests with hostile image_url parts")
+    parser.add_argument("--tool-server", type=int, default=3500, help="calls sent to a tool server")
+    parser.add_argument("--env-configs", type=int, default=2000, help="hostile client configs sent to /sessions")
+    parser.add_argument("--convert", type=int, default=3000, help="hostile release records through vista data convert")
+    parser.add_argument("--only-new", action="store_true",
+                        help="only the issue-22 surfaces (no envs, env-server actions or serve text)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-ray", action="store_true", help="skip the ray and ray/* env ids (no Ray start)")
     args = parser.parse_args(argv)
     try:
-        report = run(args.per_env, args.server, args.serve, args.seed, use_ray=not args.no_ray)
+        if args.only_new:
+            report = run_new(args.serve_images, args.tool_server, args.env_configs, args.convert, args.seed)
+        else:
+            report = run(args.per_env, args.server, args.serve, args.seed, use_ray=not args.no_ray,
+                         serve_images=args.serve_images, tool_server=args.tool_server, env_configs=args.env_configs,
+                         convert=args.convert)
     except Exception:  # noqa: BLE001 - the harness itself failing is reported as JSON too
         report = {"harness_error": traceback.format_exc(), "uncaught_exceptions": -1}
     print(json.dumps(report, indent=1))

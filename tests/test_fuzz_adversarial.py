@@ -1,6 +1,8 @@
 """The adversarial fuzz entry (issue 13): ``benchmarks/fuzz_adversarial.py`` sends more than 10,000
-hostile strings through every registered env's ``step()``, the env server and ``vista serve`` and
-must report zero uncaught exceptions.  The full run takes minutes, so it is marked slow."""
+hostile strings through every registered env's ``step()``, the env server and ``vista serve``, and
+(issue 22) over 10,000 more through the tool server, env-server client configs, ``vista serve``
+image parts and ``vista data convert`` inputs, and must report zero uncaught exceptions.  The full
+run takes minutes, so it is marked slow."""
 
 from __future__ import annotations
 
@@ -36,12 +38,27 @@ def test_the_strings_are_seeded_and_start_with_the_sdk_ones():
     assert any(len(text) > 1000 for text in first[40:])
 
 
+def test_the_hostile_inputs_are_seeded_and_varied():
+    import random
+
+    fuzz = _module()
+    urls = [fuzz.hostile_data_url(random.Random(i), "x") for i in range(200)]
+    assert urls == [fuzz.hostile_data_url(random.Random(i), "x") for i in range(200)]
+    assert any(url.startswith("file:") for url in urls) and len(set(urls)) > 100
+    kinds = {fuzz.hostile_config_body(random.Random(i), "y")[0] for i in range(200)}
+    assert kinds == {"import_path", "host_path", "records", "nesting", "numbers", "string"}
+
+
 @pytest.mark.slow
 def test_ten_thousand_hostile_strings_raise_nothing_anywhere():
     completed = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, timeout=1800)
     report = json.loads(completed.stdout)
     assert "harness_error" not in report, report.get("harness_error")
-    assert report["strings_total"] >= 10_000
+    assert report["strings_total"] >= 20_000
+    new = ("tool_server", "env_server_configs", "convert")
+    assert sum(report[part][key]["sent"] for part, key in zip(new, ("calls", "sessions", "records"), strict=True)) \
+        + report["serve"]["images"]["sent"] >= 10_000
+    assert report["convert"]["confinement_breaches"] == 0 and report["peak_rss_mb"] > 0
     for env_id in vista_rl.host().registry("envs").ids():
         assert report["envs"][env_id].get("sent", 0) > 0, (env_id, report["envs"][env_id])
     assert report["env_server"]["actions"]["sent"] > 0 and report["serve"]["messages"]["sent"] > 0

@@ -277,3 +277,8 @@ def test_requests_within_the_limits_still_work(tight_server: BackgroundServer) -
                "stop": ["x", "yy"], "max_tokens": 2, "temperature": 0.0}
     response = _post_chat(tight_server, request)
     assert response.status_code == 200, response.text[:300]
+
+
+def test_a_text_far_past_the_context_is_refused_before_tokenizing(tight_server: BackgroundServer) -> None:
+    response = _post_chat(tight_server, {"messages": [{"role": "user", "content": "a" * 200_000}]})
+    assert response.status_code == 400 and "200,000 characters" in response.json()["error"]["message"]

@@ -53,6 +53,10 @@ MAX_JSON_DEPTH = 32
 MAX_TEMPERATURE = 10.0
 MAX_TOP_LOGPROBS = 20
 LARGE_REQUEST_BYTES = 1024 * 1024
+#: a text this many times the context length in characters cannot fit it (tokens average 3-5
+#: characters; only runs of one repeated character reach 32), so it is refused before tokenizing:
+#: tokenizing 60 MB of text took gigabytes
+MAX_CHARS_PER_TOKEN = 32
 
 
 class ChatCompletionRequest(BaseModel):
@@ -363,6 +367,10 @@ def create_app(backend: ModelBackend, model_name: str, *, batch_window_ms: float
                                            max_images=limits.max_images, max_request_pixels=limits.max_request_pixels)
         except (ValidationError, ValueError) as exc:
             raise RequestRejected(400, str(exc)) from None
+        characters = sum(len(message.content) for message in chat)
+        if max_model_len is not None and characters > max_model_len * MAX_CHARS_PER_TOKEN:
+            raise RequestRejected(400, f"the messages hold {characters:,} characters, more than this model's maximum "
+                                       f"context length of {max_model_len} tokens can hold; shorten the messages")
         prompt_tokens = 0
         if check_prompt is not None:
             try:
