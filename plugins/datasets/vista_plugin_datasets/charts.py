@@ -8,6 +8,9 @@ One reader serves both; a :class:`QAPairsLayout` says what differs (file name, a
 - PlotQA (NiteshMethani/PlotQA): ``qa_pairs_V2.json`` (or V1; ``_v2`` spellings too); ``answer`` is a
   number or a text label, ``template`` names the question family and ``type`` the plot type.  Numbers are judged with relaxed accuracy (5%),
   as in the PlotQA paper.
+
+``image_index`` names the plot file, so it goes through :func:`resolve_inside`: a row naming a path
+outside ``{split}/png/`` is refused and counted on ``dataset.refused``; the rest load.
 """
 
 from __future__ import annotations
@@ -17,7 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vista_plugin_datasets.common import choice_fields, number_text, read_json, take
+from vista_plugin_datasets.common import (
+    build_each,
+    choice_fields,
+    number_text,
+    read_json,
+    resolve_inside,
+    take,
+)
 from vista_plugin_datasets.records import TaskDataset
 from vista_rl import TaskRecord
 
@@ -52,13 +62,22 @@ def load_qa_pairs(layout: QAPairsLayout, root: str, split: str, limit: int | Non
     path = next((p for p in (base / name, base / name.lower()) if p.exists()), base / name)
     data = read_json(path)
     rows = data["qa_pairs"] if isinstance(data, dict) else data  # PlotQA's README also describes a bare list
-    records = (TaskRecord(
-        id=f"{layout.dataset}-{split}-{index}", dataset=layout.dataset,
-        images=[str(base / "png" / f"{row['image_index']}.png")], question=row["question_string"],
-        metadata={"split": split, "image_index": row["image_index"]} | {key: row.get(key) for key in layout.metadata_keys},
-        **layout.answer_fields(row["answer"]),
-    ) for index, row in enumerate(rows) if row.get("answer") is not None)  # unannotated test splits skipped
-    return take(records, f"{layout.dataset}-{split}", limit)
+
+    def record(item: tuple[int, dict[str, Any]]) -> TaskRecord | None:
+        index, row = item
+        if row.get("answer") is None:
+            return None  # unannotated test splits skipped
+        record_id = f"{layout.dataset}-{split}-{index}"
+        image = resolve_inside(base / "png", f"{row['image_index']}.png", record_id)
+        return TaskRecord(
+            id=record_id, dataset=layout.dataset, images=[str(image)], question=row["question_string"],
+            metadata={"split": split, "image_index": row["image_index"]}
+            | {key: row.get(key) for key in layout.metadata_keys},
+            **layout.answer_fields(row["answer"]),
+        )
+
+    refused: list[tuple[str, str]] = []
+    return take(build_each(enumerate(rows), record, refused), f"{layout.dataset}-{split}", limit, refused)
 
 
 def load_figureqa(root: str, split: str = "validation1", limit: int | None = None) -> TaskDataset:
