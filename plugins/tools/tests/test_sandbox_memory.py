@@ -86,3 +86,15 @@ def test_the_memory_layer_is_said_when_the_tool_is_made(caplog):
         vista_rl.make_tool("python", memory_mb=MEMORY_MB)
     said = [r.getMessage() for r in caplog.records if "memory of each run is capped" in r.getMessage()]
     assert said and ("cgroup v2" in said[0] or "RLIMIT_AS=256 MB" in said[0]), said
+
+
+def test_a_host_without_a_delegated_cgroup_falls_back_and_says_why(monkeypatch, tmp_path):
+    monkeypatch.setenv(memory_cap.CGROUP_ENV, str(tmp_path))  # a plain folder, not a cgroup
+    memory_cap.detect.cache_clear()
+    try:
+        cap = memory_cap.detect()
+    finally:
+        memory_cap.detect.cache_clear()
+    assert cap.mode == "single-process" and cap.layer == "single-process"
+    assert f"{tmp_path} is not a cgroup v2 folder" in cap.reason
+    assert "RLIMIT_AS=256 MB" in cap.describe(256, 64) and "fork/vfork/clone refused" in cap.describe(256, 64)

@@ -282,15 +282,20 @@ def run_python(code: str, limits: SandboxLimits | None = None, inputs: dict[str,
             for path in [workdir, *workdir.rglob("*")]:
                 os.chown(path, NOBODY, NOBODY)
             os.chmod(root, 0o711)
+        if cap.mode == "cgroup-v2" and cap.parent is not None:
+            try:
+                cgroup = memory_cap.RunCgroup(cap.parent, (limits.memory_mb + limits.disk_mb) * 2**20,
+                                              limits.processes)
+            except OSError as exc:  # the delegated cgroup went away or filled up: run nothing uncapped
+                raise isolation.IsolationUnavailable(
+                    f"cannot create this run's cgroup under {cap.parent} ({exc}), so its memory cannot be "
+                    "capped; the code was not run") from None
         report_read, report_write = os.pipe()
         if isolation_mode == "namespaces":
             launch = _namespaces_launch(root, workdir, limits, report_write, bwrap, set(inputs or {}), cap)
         else:
             launch = _process_launch(root, workdir, limits, isolate_network, report_write, cap)
-        argv = launch.argv
-        if cap.mode == "cgroup-v2" and cap.parent is not None:
-            cgroup = memory_cap.RunCgroup(cap.parent, (limits.memory_mb + limits.disk_mb) * 2**20, limits.processes)
-            argv = cgroup.launcher(argv)
+        argv = launch.argv if cgroup is None else cgroup.launcher(launch.argv)
         out_path, err_path = root / "stdout.txt", root / "stderr.txt"
         start = time.monotonic()
         timed_out = False
