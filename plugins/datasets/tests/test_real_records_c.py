@@ -13,9 +13,10 @@ keep the synthetic tests in test_breadth.py and the end-to-end convert tests in 
 
 from __future__ import annotations
 
+import importlib.util
 import io
 import json
-import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -88,47 +89,25 @@ def test_mathvista_hf_parquet_layout_reads_the_same_records(tmp_path, mathvista)
 
 
 # --- answers as models write them, beside MathVista's official scoring ------------------------------
-# Official rule: lupantech/MathVista evaluation/calculate_score.py (normalize_extracted_answer and
-# safe_equal), copied below without its Levenshtein dependency (a plain edit distance instead).
+# Official rule: lupantech/MathVista evaluation/extract_answer.py + calculate_score.py, re-implemented
+# once for every parity test in plugins/judges/tests/official_rules.py (mathvista_correct, citing the
+# commits) and loaded from there by path: it is a test helper of another plugin, not an installed module.
 
 
-def _edit_distance(a: str, b: str) -> int:
-    previous = list(range(len(b) + 1))
-    for i, x in enumerate(a, 1):
-        current = [i]
-        for j, y in enumerate(b, 1):
-            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x != y)))
-        previous = current
-    return previous[-1]
+def _official_rules() -> Any:
+    if "official_rules" in sys.modules:
+        return sys.modules["official_rules"]
+    path = Path(__file__).parents[2] / "judges" / "tests" / "official_rules.py"
+    spec = importlib.util.spec_from_file_location("official_rules", path)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["official_rules"] = module
+    spec.loader.exec_module(module)
+    return module
 
 
-def official_correct(extraction: str, problem: dict[str, Any]) -> bool:
-    choices, precision = problem["choices"], problem["precision"]
-    if problem["question_type"] == "multi_choice":
-        extraction = extraction.strip()
-        letter = re.findall(r"\(([a-zA-Z])\)", extraction)
-        if letter:
-            extraction = letter[0].upper()
-        options = [chr(ord("A") + i) for i in range(len(choices))]
-        if extraction in options:
-            extraction = choices[options.index(extraction)]
-        else:
-            distances = [_edit_distance(extraction, choice) for choice in choices]
-            extraction = choices[distances.index(min(distances))]
-        prediction: str | None = extraction
-    elif problem["answer_type"] == "integer":
-        try:
-            prediction = str(int(float(extraction)))
-        except ValueError:
-            prediction = None
-    elif problem["answer_type"] == "float":
-        try:
-            prediction = str(round(float(extraction), int(precision)))
-        except ValueError:
-            prediction = None
-    else:
-        prediction = extraction
-    return prediction == problem["answer"]
+def official_correct(written: str, problem: dict[str, Any]) -> bool:
+    return bool(_official_rules().mathvista_correct(written, problem))
 
 
 # (pid, answer as written, right?) where our judging and the official rule agree
