@@ -12,10 +12,16 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from PIL import Image
+from real_records import check_records_score_right, default_wrong_answers, fixture
 from vista_plugin_datasets import testing
+from vista_plugin_datasets.common import judge_for
 
 import vista_rl
+from vista_rl import TaskRecord
+
+OPEN_ENV, RECORDS_ENV = "vqa/short-answer-v0", "vqa/records-v0"
 
 
 def load(dataset: str, **config: Any) -> vista_rl.TaskDataset:
@@ -105,3 +111,70 @@ def test_figureqa_and_plotqa_image_index_outside_png_is_refused_by_id(tmp_path):
     plotqa = load("plotqa", root=str(root), split="test")
     assert refused_ids(plotqa) == ["plotqa-test-0"] and "is absolute" in plotqa.refused[0][1]
     assert [r.id for r in plotqa] == ["plotqa-test-1", "plotqa-test-2", "plotqa-test-3"]
+
+
+# ---------------------------------------------------------------- real records: CLEVR, VizWiz, TabMWP
+
+
+def test_clevr_real_val_questions_convert_and_score():
+    root = fixture("clevr") / "CLEVR_v1.0"
+    raw = json.loads((root / "questions" / "CLEVR_val_questions.json").read_text(encoding="utf-8"))["questions"]
+    records = list(load("clevr", root=str(root), split="val"))
+    assert [r.id for r in records] == [f"clevr-val-{q['question_index']}" for q in raw]
+    assert [r.id for r in records] == ["clevr-val-0", "clevr-val-1", "clevr-val-3", "clevr-val-5", "clevr-val-6",
+                                       "clevr-val-7", "clevr-val-8"]
+    for record, row in zip(records, raw, strict=True):
+        assert record.question == row["question"] and record.answer == row["answer"]
+        assert record.task_type == "short_answer" and record.choices is None
+        assert Path(record.images[0]) == root / "images" / "val" / "CLEVR_val_000000.png"
+        assert Path(record.images[0]).is_file()
+        assert record.metadata["question_family_index"] == row["question_family_index"]
+    by_id = {r.id: r for r in records}
+    assert by_id["clevr-val-0"].answer == "no" and by_id["clevr-val-5"].answer == "2"
+    assert judge_for(by_id["clevr-val-5"]) == "relaxed_numeric" and judge_for(by_id["clevr-val-7"]) == "exact"
+
+    def wrong(record: TaskRecord) -> list[str]:
+        flip = {"yes": ["no"], "no": ["yes"], "purple": ["blue", "gray"], "rubber": ["metal"]}
+        return flip.get(str(record.answer)) or default_wrong_answers(record)
+
+    assert check_records_score_right(records, OPEN_ENV, wrong) >= 12
+
+
+def test_vizwiz_real_record_votes_and_vqa_accuracy():
+    root = fixture("vizwiz")
+    (row,) = json.loads((root / "Annotations" / "val.json").read_text(encoding="utf-8"))
+    (record,) = load("vizwiz", root=str(root), split="val")
+    assert record.id == "vizwiz-VizWiz_val_00000001" and record.question == row["question"]
+    # all ten crowd answers, duplicates kept (they are the votes VQA accuracy counts), "maybe" ones included
+    assert record.answer == [a["answer"] for a in row["answers"]] and len(record.answer) == 10
+    assert record.metadata["judge"] == "vqa_accuracy" and record.metadata["answerable"] == 1
+    assert Path(record.images[0]).is_file()
+    env = vista_rl.make_env(OPEN_ENV, records=[record.model_dump()], prompt_format="no_think")
+    try:
+        def reward(answer: str) -> float:
+            env.reset(seed=0)
+            return env.step(f"<answer>{answer}</answer>").reward
+
+        # VQA accuracy min(1, votes/3) (averaged over the ten leave-one-out subsets officially)
+        assert reward("night time") == pytest.approx(1.0)  # 5 votes
+        assert 0.0 < reward("unanswerable") < 1.0  # 2 votes: partial credit
+        assert 0.0 < reward("no") < 1.0  # 1 vote
+        assert reward("aspirin") == 0.0
+    finally:
+        env.close()
+    wrong = ["aspirin", "no", "unanswerable", "night time medicine"]
+    assert check_records_score_right([record], OPEN_ENV, lambda _: wrong) == 4
+
+
+def test_tabmwp_real_problem_converts_and_scores_through_records_env():
+    root = fixture("tabmwp")
+    (record,) = load("tabmwp", root=str(root), split="test")
+    assert record.id == "tabmwp-16" and record.answer == "84" and record.choices is None
+    assert record.task_type != "multiple_choice"
+    assert record.metadata["table_title"] == "Coin collections" and record.metadata["ans_type"] == "integer_number"
+    assert "Braden | 76" in record.metadata["table"]
+    assert Path(record.images[0]) == root / "tables" / "16.png" and Path(record.images[0]).is_file()
+    # the mean of the eight numbers is 84; 85.875 is GPT-3's wrong answer in PromptPG's own result file
+    wrong = ["85.875", "83", "85", "672", "8"]
+    assert check_records_score_right([record], RECORDS_ENV, lambda _: wrong) == 5
+    assert check_records_score_right([record], OPEN_ENV, lambda _: wrong) == 5
