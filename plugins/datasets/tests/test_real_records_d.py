@@ -21,7 +21,7 @@ from vista_plugin_datasets.common import judge_for
 import vista_rl
 from vista_rl import TaskRecord
 
-OPEN_ENV, RECORDS_ENV = "vqa/short-answer-v0", "vqa/records-v0"
+OPEN_ENV, RECORDS_ENV, MC_ENV = "vqa/short-answer-v0", "vqa/records-v0", "vqa/multiple-choice-v0"
 
 
 def load(dataset: str, **config: Any) -> vista_rl.TaskDataset:
@@ -178,3 +178,16 @@ def test_tabmwp_real_problem_converts_and_scores_through_records_env():
     wrong = ["85.875", "83", "85", "672", "8"]
     assert check_records_score_right([record], RECORDS_ENV, lambda _: wrong) == 5
     assert check_records_score_right([record], OPEN_ENV, lambda _: wrong) == 5
+
+
+def test_ai2d_real_questions_convert_and_score():
+    root = fixture("ai2d")
+    records = list(load("ai2d", root=str(root)))
+    assert [r.id for r in records] == ["ai2d-0.png-0", "ai2d-0.png-1"]
+    a, b = records
+    assert a.question == "What is A in the diagram?" and a.choices == ["ears", "nose", "mouth", "face"]
+    assert a.answer == "D" and a.task_type == "multiple_choice"  # correctAnswer 3 -> "face"
+    assert b.answer == "D" and b.choices[3] == "ears"
+    for record in records:  # abcLabel questions are shown the lettered diagram
+        assert Path(record.images[0]) == root / "abc_images" / "0.png" and record.metadata["abc_label"] is True
+    assert check_records_score_right(records, MC_ENV) == 12  # three other options, as letter and as text
