@@ -131,3 +131,55 @@ def test_a_config_that_does_not_validate_writes_nothing(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="trainer.steps"):
         run_engine(vista_rl.make_engine(run.engine, run=run), run.output_dir)
     assert not (tmp_path / "run").exists()
+
+
+# ------------------------------------------------- a stale "running" status (issue 22, item 15)
+def test_a_killed_runs_status_reads_as_interrupted(tmp_path: Path) -> None:
+    """Attack: after SIGKILL, status.json said "running" forever with a dead pid."""
+    import signal
+    import subprocess
+    import sys
+
+    code = ("import sys, time; from vista_rl.engine_contract import write_status; "
+            "write_status(sys.argv[1], 'running'); print('ready', flush=True); time.sleep(60)")
+    child = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+        live = read_status(tmp_path)
+        assert live is not None and live["status"] == "running" and live["pid"] == child.pid
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    status = read_status(tmp_path)
+    assert status is not None and status["status"] == "interrupted" and status["stale"] is True
+    assert str(child.pid) in status["reason"] and "--resume" in status["resume"]
+    assert json.loads((tmp_path / STATUS_FILE).read_text())["status"] == "running"  # the file is left as it was
+
+
+def test_a_reused_pid_does_not_keep_a_dead_run_running(tmp_path: Path) -> None:
+    from vista_rl.engine_contract import write_status
+
+    write_status(tmp_path, "running")
+    record = json.loads((tmp_path / STATUS_FILE).read_text())
+    assert read_status(tmp_path)["status"] == "running"  # this process is alive
+    if "process_start" not in record:
+        pytest.skip("no /proc here: only the pid can be checked")
+    record["process_start"] -= 1  # same pid, another process: the pid was reused
+    (tmp_path / STATUS_FILE).write_text(json.dumps(record))
+    assert read_status(tmp_path)["status"] == "interrupted"
+    (tmp_path / STATUS_FILE).write_text("[" * 100_000)
+    assert read_status(tmp_path)["status"] == "unknown"  # unreadable, not a crash
+
+
+@pytest.mark.usefixtures("engines")
+def test_resume_refuses_a_run_that_is_still_training(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from vista_rl.cli.main import main
+    from vista_rl.engine_contract import write_status
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "config.yaml").write_text(json.dumps(_run(tmp_path).model_dump(mode="json")))
+    write_status(run_dir, "running")  # this very process: alive
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--resume", str(run_dir)])
+    assert exit_info.value.code != 0 and "still being trained" in capsys.readouterr().err

@@ -232,3 +232,71 @@ def test_a_path_like_model_spec_that_does_not_exist_fails_at_once(tmp_path, monk
     code, text = vista_cli(capsys, "eval", "--env", ODD, "--model", "transformers:runs/tiny-typo",
                            "--episodes", "1", "--out", str(tmp_path / "o"))
     assert code != 0 and "runs/tiny-typo does not exist" in text and "tiny" in text
+
+
+# ---------------------------------------------------------------- totality (issue 22, items 11-14)
+def test_eval_refuses_an_out_dir_that_holds_a_training_run(tmp_path, capsys):
+    """Attack: ``vista eval --out`` into a training run overwrote its config.yaml and exited 0."""
+    out = tmp_path / "train-run"
+    (out / "checkpoints" / "step-1").mkdir(parents=True)
+    (out / "config.yaml").write_text("engine: local\n")
+    (out / "status.json").write_text('{"status": "completed"}')
+    args = ("eval", "--env", ODD, "--model", "scripted:oracle", "--episodes", "2", "--out", str(out), "--no-html")
+    code, text = vista_cli(capsys, *args)
+    assert code != 0 and "training run" in text and "--overwrite" in text
+    assert (out / "config.yaml").read_text() == "engine: local\n" and not (out / "trajectories.jsonl").exists()
+    code, text = vista_cli(capsys, *args, "--resume")
+    assert code != 0 and (out / "config.yaml").read_text() == "engine: local\n"
+    code, text = vista_cli(capsys, *args, "--overwrite")
+    assert code == 0, text
+    assert len(RunReader(out)) == 2 and (out / "checkpoints" / "step-1").is_dir()  # other files are kept
+
+
+def test_eval_reruns_its_own_empty_dir_and_overwrite_replaces_episodes(tmp_path, capsys):
+    out = tmp_path / "run"
+    args = ("eval", "--env", ODD, "--model", "scripted:oracle", "--out", str(out), "--no-html")
+    assert vista_cli(capsys, *args, "--episodes", "3")[0] == 0
+    (out / "trajectories.jsonl").write_text("")  # a run that died before its first episode
+    assert vista_cli(capsys, *args, "--episodes", "2")[0] == 0
+    assert _seeds_in(out) == [0, 1]
+    code, text = vista_cli(capsys, *args, "--episodes", "1", "--overwrite")
+    assert code == 0, text
+    assert _seeds_in(out) == [0] and json.loads((out / "metrics.json").read_text())["episodes"] == 1
+    assert vista_cli(capsys, *args, "--episodes", "1", "--overwrite", "--resume")[0] != 0
+
+
+def test_a_reply_with_a_lone_surrogate_is_recorded_not_fatal(tmp_path, capsys):
+    """Attack: ``"<answer>Up\\ud800</answer>"`` made vista eval exit 1 with 0 episodes written."""
+    responses = tmp_path / "responses.json"
+    responses.write_text(json.dumps(["<answer>1\ud800</answer>", "<answer>0\udfff\ud83d\ude00</answer>"]))
+    out = tmp_path / "run"
+    code, text = vista_cli(capsys, "eval", "--env", "test/guess-v0", "--model", f"scripted:{responses}",
+                           "--episodes", "2", "--out", str(out))
+    assert code == 0, text
+    raw = [json.loads(line) for line in (out / "trajectories.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert [record["turns"][0]["response"] for record in raw] == ["<answer>1\ud800</answer>",
+                                                                 "<answer>0\udfff\U0001f600</answer>"]  # kept exactly
+    responses_read = [record["turns"][0]["response"] for record in RunReader(out).records()]
+    assert responses_read == ["<answer>1\ufffd</answer>", "<answer>0\ufffd\U0001f600</answer>"]
+    assert "\ufffd" in (out / "trajectories.html").read_text(encoding="utf-8")
+    code, text = vista_cli(capsys, "trajectories", "show", str(out), "--full")
+    assert code == 0, text
+
+
+def test_a_tool_named_image_gets_an_error_text(tmp_path, capsys):
+    """Attack: a tool call named ``<image>`` ended the episode with PlaceholderMismatchError."""
+    responses = tmp_path / "responses.json"
+    calls = ['<tool_call>{"name": "<image>", "arguments": {}}</tool_call>',
+             '<tool_call>{"name": "<|im_end|>", "arguments": {"x": "<image>"}}</tool_call>']
+    responses.write_text(json.dumps([*calls, "<answer>inc</answer>"]))
+    out = tmp_path / "run"
+    code, text = vista_cli(capsys, "eval", "--env", "test/tool-counter-v0", "--model", f"scripted:{responses}",
+                           "--set", "env.config.target=1", "--set", "rollout.batch_size=1",
+                           "--episodes", "1", "--max-turns", "4", "--out", str(out), "--no-html")
+    assert code == 0, text
+    [trajectory] = list(RunReader(out))
+    assert trajectory.failure is None and trajectory.success
+    tool_turns = trajectory.turns[1:3]
+    assert [turn.observation.count("<image>") for turn in tool_turns] == [0, 0]
+    assert "unknown tool '<image >'" in tool_turns[0].observation
+    assert "<|" not in tool_turns[1].observation and "unknown tool" in tool_turns[1].observation

@@ -253,3 +253,47 @@ def test_a_forever_hung_env_does_not_keep_the_process_alive(tmp_path):
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "env.step() timed out after 0.2s"
+
+
+class TwoAnswerEnv(vista_rl.Env):
+    """An env with its own ``answer_attempts`` (as the VQA envs have): a wrong answer gets feedback
+    and the same episode goes on; the final info says how the first answer went."""
+
+    def reset(self, seed=None):
+        self.answers = 0
+        return vista_rl.Observation("Say 1."), {}
+
+    def step(self, action):
+        self.answers += 1
+        correct = vista_rl.parse_response(action).answer == "1"
+        if not correct and self.answers < 2:
+            return vista_rl.StepResult(vista_rl.Observation("Wrong, once more."), 0.0, False, False,
+                                       {"format_ok": True, "attempt": self.answers})
+        return vista_rl.StepResult(vista_rl.Observation("Done."), float(correct), True, False,
+                                   {"success": correct, "first_attempt_correct": correct and self.answers == 1})
+
+
+class TwoAnswerPlugin:
+    @vista_rl.hookimpl
+    def register_envs(self, register):
+        register("test/two-answers-v0", TwoAnswerEnv)
+
+
+def test_first_attempt_success_agrees_with_the_envs_own_attempts(vista_plugin):
+    """Bug: with an env's ``answer_attempts``, first_attempt_success_rate said 1.000 while every
+    episode's info said first_attempt_correct False (the engine took the final success)."""
+    from vista_rl.rollout import RolloutMetrics
+
+    vista_plugin(TwoAnswerPlugin())
+    backend = vista_rl.make_model("scripted", responses=["<answer>2</answer>", "<answer>1</answer>"], per_turn=True)
+    trajectories, _ = run(backend, episode_specs("test/two-answers-v0", range(3)))
+    metrics = RolloutMetrics()
+    for trajectory in trajectories:
+        assert trajectory.success and trajectory.turns[-1].info["first_attempt_correct"] is False
+        assert trajectory.metadata["first_attempt_success"] is False
+        metrics.add(trajectory)
+    summary = metrics.summary()
+    assert summary["success_rate"]["value"] == 1.0 and summary["first_attempt_success_rate"]["value"] == 0.0
+    right_away = vista_rl.make_model("scripted", responses=["<answer>1</answer>"], per_turn=True)
+    trajectories, _ = run(right_away, episode_specs("test/two-answers-v0", range(2)))
+    assert all(t.metadata["first_attempt_success"] is True for t in trajectories)

@@ -140,3 +140,28 @@ def test_templates_ship_as_package_data():
     shipped = [path.relative_to(core).as_posix() for path in (core / "store" / "templates").iterdir()]
     assert {"base.html.j2", "trajectories.html.j2", "compare.html.j2"} <= {Path(p).name for p in shipped}
     assert all(any(fnmatch.fnmatch(name, pattern) for pattern in package_data["vista_rl"]) for name in shipped)
+
+
+def test_the_viewer_skips_and_counts_bad_lines(small_runs, tmp_path, capsys):
+    """Attack: one line of ``"[" * 100000 + "]" * 100000`` in trajectories.jsonl crashed
+    ``vista trajectories html`` (RecursionError); a huge integer or a non-object line did too."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(small_runs["oracle"], run)
+    path = run / "trajectories.jsonl"
+    good = path.read_text(encoding="utf-8").splitlines()
+    bad = ["[" * 100_000 + "]" * 100_000, "9" * 5000, '{"n": ' + "9" * 5000 + "}", "[1, 2]", '"text"',
+           '{"turns": 5, "total_reward": "x"}']
+    lines = [line.encode("utf-8") for line in [good[0], *bad, *good[1:]]]
+    lines.insert(2, b'{"bytes": "\xff\xfe not UTF-8"')  # and not JSON either
+    bad.append("(invalid UTF-8)")
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    assert len(records(run)) == len(good) + 1  # the wrongly shaped object still parses as a record
+    vista("trajectories", "html", str(run))
+    out = capsys.readouterr().out
+    assert f"({len(good)} episode(s); {len(bad)} unreadable line(s)" in " ".join(out.split())
+    page = (run / "trajectories.html").read_text(encoding="utf-8")
+    assert page.count('<section class="turn"') >= len(good) and f"{len(bad)} unreadable line(s)" in page
+    vista("trajectories", "show", str(run))
+    assert f"{len(bad)} unreadable line(s) skipped" in " ".join(capsys.readouterr().out.split())

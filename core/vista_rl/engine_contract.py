@@ -16,12 +16,13 @@ run that failed is marked so, with its error, instead of looking like a half-fin
 from __future__ import annotations
 
 import json
-import os
 import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+from vista_rl._liveness import liveness, process_identity
 
 if TYPE_CHECKING:
     from vista_rl.config import RunConfig
@@ -63,18 +64,34 @@ class EngineFactory(Protocol):
 
 
 def read_status(run_dir: str | Path) -> dict[str, Any] | None:
-    """The run directory's status record, or None when it has none."""
+    """The run directory's status record, or None when it has none.
+
+    A record that says ``running`` while the process it names is gone (killed with SIGKILL, the
+    machine rebooted, the pid since reused by another process) is reported as ``interrupted``, with
+    ``stale: true`` and the reason: a killed run cannot update its own file.  An unreadable record
+    reads as ``{"status": "unknown", "error": ...}``: a reader must never crash on it."""
     path = Path(run_dir) / STATUS_FILE
     try:
-        return json.loads(path.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
+        record = json.loads(path.read_text(encoding="utf-8", errors="replace"))
     except FileNotFoundError:
         return None
+    except (OSError, ValueError, RecursionError) as exc:
+        return {"status": "unknown", "error": f"{STATUS_FILE} is unreadable: {type(exc).__name__}: {exc}"}
+    if not isinstance(record, dict):
+        return {"status": "unknown", "error": f"{STATUS_FILE} does not hold a JSON object"}
+    if record.get("status") == "running" and liveness(record) == "dead":
+        record = {**record, "status": "interrupted", "stale": True,
+                  "reason": f"status.json said running, but its process (pid {record.get('pid')}) is gone: "
+                            "the run was killed (e.g. SIGKILL or out of memory)",
+                  "resume": f"vista train --resume {run_dir}"}
+    return record
 
 
 def write_status(run_dir: str | Path, state: RunState, **fields: Any) -> None:
-    """Write the status record atomically (a reader never sees half a file)."""
+    """Write the status record atomically (a reader never sees half a file).  The writer's pid,
+    hostname, boot id and process start time let readers tell a live run from a killed one."""
     path = Path(run_dir) / STATUS_FILE
-    record = {"status": state, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "pid": os.getpid(), **fields}
+    record = {"status": state, "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), **process_identity(), **fields}
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(record, indent=2, default=str), encoding="utf-8")
     tmp.replace(path)

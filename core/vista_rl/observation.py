@@ -33,6 +33,15 @@ def escape_placeholders(text: str) -> str:
     return text.replace(IMAGE_PLACEHOLDER, "<image >")
 
 
+def escape_tool_text(text: str) -> str:
+    """Text that a model or a tool chose (a tool name, an error quoting the call, a result), made
+    safe to show in a tool message: ``<image>`` is escaped (it would claim an image slot, and a tool
+    named ``<image>`` used to fail the episode with a placeholder mismatch) and so is the ``<|``
+    opening of chat-template special tokens (``<|im_end|>``, ``<|image_pad|>``), which a tokenizer
+    would otherwise read as control tokens inside the prompt."""
+    return escape_placeholders(text).replace("<|", "< |")
+
+
 def image_to_data_url(image: Image.Image, image_format: str = "PNG") -> str:
     """Encode an image as a ``data:`` URL, the form OpenAI-compatible servers accept."""
     buffer = io.BytesIO()

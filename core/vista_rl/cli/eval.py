@@ -35,7 +35,14 @@ from vista_rl.model import ModelBackend
 from vista_rl.model_paths import ModelPathError, check_model_path
 from vista_rl.rollout import RolloutEngine, RolloutMetrics, episode_specs, make_pool
 from vista_rl.store import RunWriter
-from vista_rl.store.layout import CONFIG_FILE, TRAJECTORIES_FILE
+from vista_rl.store.layout import (
+    CONFIG_FILE,
+    HTML_FILE,
+    IMAGES_DIR,
+    SUMMARY_METRICS_FILE,
+    TRAJECTORIES_FILE,
+    VERSIONS_FILE,
+)
 from vista_rl.trajectory import Trajectory
 
 # flag name -> dotted config key
@@ -122,6 +129,45 @@ def check_env(config: RunConfig) -> None:
         raise
     except Exception as exc:  # noqa: BLE001
         raise click.ClickException(f"could not create env {config.env.id}: {type(exc).__name__}: {exc}") from None
+
+
+#: What ``vista eval`` writes into its run directory; anything else there belongs to something else.
+EVAL_FILES = frozenset({TRAJECTORIES_FILE, IMAGES_DIR, CONFIG_FILE, VERSIONS_FILE, SUMMARY_METRICS_FILE, HTML_FILE})
+#: Files that mark a training run directory (``vista train``'s status record, checkpoints, step log).
+_TRAIN_MARKERS = ("status.json", "checkpoints", "metrics.jsonl")
+
+
+def check_output_dir(out: Path, *, resume: bool = False, overwrite: bool = False) -> None:
+    """Refuse an ``--out`` that holds another run, before anything is written there.
+
+    A user who points ``--out`` at a training run (config.yaml, checkpoints, status.json) or at any
+    directory with files eval did not write has most likely mistyped: overwriting its config.yaml
+    would lose the record of how those checkpoints were made.  An eval directory of our own layout
+    may be re-run while it holds no episodes (a run that died at start), resumed with ``--resume``,
+    or replaced with ``--overwrite``.  ``--overwrite`` removes only this eval's trajectories,
+    metrics and viewer; files eval does not write are kept (their names are printed)."""
+    if not out.exists():
+        return
+    if not out.is_dir():
+        raise click.ClickException(f"--out {out} is a file, not a directory")
+    foreign = sorted(path.name for path in out.iterdir() if path.name not in EVAL_FILES
+                     and not path.name.startswith("."))
+    trajectories = out / TRAJECTORIES_FILE
+    has_episodes = trajectories.is_file() and trajectories.stat().st_size > 0
+    if foreign and not overwrite:
+        training = [name for name in foreign if name in _TRAIN_MARKERS]
+        what = (f"a training run ({', '.join(training)})" if training
+                else f"files that vista eval does not write ({', '.join(foreign[:5])}{', ...' if len(foreign) > 5 else ''})")
+        raise click.ClickException(
+            f"{out} holds {what}; writing this eval there would overwrite its config.yaml. Choose a new --out, "
+            "or pass --overwrite to write this eval's files there anyway (other files are left alone)")
+    if has_episodes and not (resume or overwrite):
+        raise click.ClickException(
+            f"{out} already holds trajectories of an earlier run; choose a new --out, pass --resume "
+            "to keep them and run only the missing episodes, or --overwrite to replace them")
+    if overwrite:
+        for name in (TRAJECTORIES_FILE, SUMMARY_METRICS_FILE, HTML_FILE):
+            (out / name).unlink(missing_ok=True)
 
 
 def _check_resumable(config: RunConfig, out: Path) -> None:
@@ -239,9 +285,12 @@ def run_eval(config: RunConfig, backend: ModelBackend | None, console: Console, 
 @click.option("--no-html", is_flag=True, help="Skip writing trajectories.html.")
 @click.option("--resume", is_flag=True,
               help="Continue an interrupted run in --out: keep its episodes, run only the missing ones.")
+@click.option("--overwrite", is_flag=True,
+              help="Write into --out even though it holds another run: this eval's files there (trajectories, "
+                   "metrics, viewer, config) are replaced; files that eval does not write are left alone.")
 @click.pass_context
 def eval_command(ctx: click.Context, config_file: Path | None, config_option: Path | None, sets: tuple[str, ...],
-                 no_html: bool, resume: bool, **values: Any) -> None:
+                 no_html: bool, resume: bool, overwrite: bool, **values: Any) -> None:
     """Evaluate a model backend on an environment: metrics with 95% CIs and saved trajectories."""
     if config_file and config_option and config_file != config_option:
         raise click.UsageError("give the config file once (positional CONFIG_FILE or --config)")
@@ -255,12 +304,11 @@ def eval_command(ctx: click.Context, config_file: Path | None, config_option: Pa
         values["reflection_attempts"] = None
     elif not values.get("reflection") and not attempts_given:
         values["reflection_attempts"] = None if config_path else 1
+    if resume and overwrite:
+        raise click.UsageError("--resume keeps the episodes in --out and --overwrite replaces them; give one")
     config = resolve_config(ctx, config_path, values, sets)
     out = Path(config.output_dir)
-    if not resume and (out / TRAJECTORIES_FILE).exists() and (out / TRAJECTORIES_FILE).stat().st_size > 0:
-        raise click.ClickException(
-            f"{out} already holds trajectories of an earlier run; choose a new --out, or pass --resume "
-            "to keep them and run only the missing episodes")
+    check_output_dir(out, resume=resume, overwrite=overwrite)
     check_env(config)
     if config.rollout.model_workers > 1:  # each worker builds its own backend; check the path here
         try:

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 import vista_rl
+from vista_rl._liveness import liveness
 from vista_rl.config import RunConfig, load_config, validate_config
 from vista_rl.engine_contract import STATUS_FILE, read_status, run_engine
 from vista_rl.errors import ConfigError
@@ -50,6 +51,7 @@ def train_command(config: Path | None, overrides: tuple[str, ...], resume: Path 
     if engine_id is not None:
         overrides = (*overrides, f"engine={engine_id}")
     if resume is not None:
+        _check_not_running(resume)
         run = _resume_config(resume, overrides)
     else:
         assert config is not None
@@ -74,6 +76,23 @@ def train_command(config: Path | None, overrides: tuple[str, ...], resume: Path 
             click.echo(f"vista train: the run failed; {run_dir / STATUS_FILE} records the error", err=True)
         raise
     _print_summary(summary)
+
+
+def _check_not_running(run_dir: Path) -> None:
+    """Refuse to resume a run that a live process is still training; say so when the status file's
+    "running" is stale (its process was killed), since that is the run ``--resume`` is for."""
+    status = read_status(run_dir)
+    if not status:
+        return
+    if status.get("stale"):
+        click.echo(f"vista train: {run_dir} was interrupted ({status.get('reason')}); resuming it", err=True)
+    elif status.get("status") == "running":
+        if liveness(status) == "alive":
+            raise click.ClickException(
+                f"{run_dir} is still being trained by process {status.get('pid')} on this machine; stop it "
+                "first (two trainers would write the same checkpoints)")
+        click.echo(f"vista train: {run_dir / STATUS_FILE} says running on {status.get('hostname', 'another host')}, "
+                   "which this machine cannot check; resuming it", err=True)
 
 
 def _print_summary(summary: dict[str, object]) -> None:

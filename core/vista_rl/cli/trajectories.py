@@ -105,24 +105,30 @@ def show_command(run_dir: Path, episodes: tuple[int, ...], only: str, limit: int
     wanted = set(episodes)
     panels: list[Panel] = []
     listed = total = 0
+    malformed = 0
     for index, record in enumerate(reader.records()):
         total += 1
-        status = _status(record)
-        if index in wanted:
-            panels.append(episode_panel(index, record))
-        if only != "all" and status.plain != only:
-            continue
-        if listed < limit:
-            listed += 1
-            meta = record.get("metadata", {})
-            table.add_row(str(index), str(record.get("seed")), str(record.get("sample_index", 0)), status,
-                          f"{record.get('total_reward', 0):.3g}", str(record.get("num_turns", 0)),
-                          str(meta.get("stop_reason", "")), _clip(str(record.get("failure") or ""), 80))
-            if full and index not in wanted:
+        try:  # a record of the wrong shape is counted and skipped, the rest are shown
+            status = _status(record)
+            if index in wanted:
                 panels.append(episode_panel(index, record))
+            if only != "all" and status.plain != only:
+                continue
+            if listed < limit:
+                meta = record.get("metadata") or {}
+                row = (str(index), str(record.get("seed")), str(record.get("sample_index", 0)), status,
+                       f"{float(record.get('total_reward') or 0):.3g}", str(record.get("num_turns", 0)),
+                       str(meta.get("stop_reason", "")), _clip(str(record.get("failure") or ""), 80))
+                table.add_row(*row)
+                listed += 1
+                if full and index not in wanted:
+                    panels.append(episode_panel(index, record))
+        except Exception:  # noqa: BLE001
+            malformed += 1
     console.print(table)
+    skipped = reader.skipped_lines + malformed
     console.print(f"{listed} of {total} episode(s) listed"
-                  + (f"; {reader.skipped_lines} unreadable line(s) skipped" if reader.skipped_lines else ""))
+                  + (f"; {skipped} unreadable line(s) skipped" if skipped else ""))
     missing = sorted(wanted - set(range(total)))
     if missing:
         console.print(f"[red]no episode(s) {missing}: the run has {total}[/red]")
@@ -138,10 +144,11 @@ def show_command(run_dir: Path, episodes: tuple[int, ...], only: str, limit: int
               help="Episodes on the page, the rest stay in the JSONL [default: 2000].")
 def html_command(run_dir: Path, out: Path | None, limit: int | None) -> None:
     """(Re)write the run's HTML viewer, e.g. for a run made with --no-html or an older VISTA."""
-    from vista_rl.store.html import DEFAULT_LIMIT, write_html
+    from vista_rl.store.html import DEFAULT_LIMIT, render_html
 
     try:
-        path = write_html(run_dir, out, limit=limit or DEFAULT_LIMIT)
+        report = render_html(run_dir, out, limit=limit or DEFAULT_LIMIT)
     except VistaError as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(f"viewer written to {path}")
+    skipped = f"; {report.skipped} unreadable line(s) of the JSONL skipped" if report.skipped else ""
+    click.echo(f"viewer written to {report.path} ({report.episodes} episode(s){skipped})")

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 
 from PIL import Image
 
-from vista_rl.observation import IMAGE_PLACEHOLDER, Message, escape_placeholders
+from vista_rl.observation import IMAGE_PLACEHOLDER, Message, escape_tool_text
 from vista_rl.tool import Tool, ToolResult
 
 
@@ -50,8 +50,8 @@ def tool_results_message(
     parts: list[str] = []
     images: list[Image.Image] = []
     for name, result in results:
-        body = escape_placeholders(result.text or ("(no text)" if not result.images else ""))
+        body = escape_tool_text(result.text or ("(no text)" if not result.images else ""))
         slots = "".join(f"\n{IMAGE_PLACEHOLDER}" for _ in result.images)
-        parts.append(f"<tool_response>\n{name}: {body}{slots}\n</tool_response>")
+        parts.append(f"<tool_response>\n{escape_tool_text(name)}: {body}{slots}\n</tool_response>")
         images.extend(result.images)
     return Message(role="tool" if role == "tool" else "user", content="\n".join(parts), images=images)

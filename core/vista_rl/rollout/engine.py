@@ -29,8 +29,9 @@ import vista_rl
 from vista_rl.config import RolloutSection
 from vista_rl.env import Env
 from vista_rl.model import Generation, ModelBackend, SamplingParams
-from vista_rl.observation import Chat, Message, Observation
-from vista_rl.rollout.context import escape_placeholders, messages_after_last_assistant, tools_prompt, window
+from vista_rl.observation import Chat, Message, Observation, escape_placeholders
+from vista_rl.rollout.context import messages_after_last_assistant, tools_prompt, window
+from vista_rl.rollout.metrics import FirstAttempt, first_attempt_verdict
 from vista_rl.rollout.token_view import TokenViewBuilder
 from vista_rl.rollout.turn import (
     ToolExecution,
@@ -125,6 +126,7 @@ class _Episode:
     oracle: str | None = None
     needs_reset: bool = False
     env_hung: bool = False
+    first_attempt: FirstAttempt = field(default_factory=FirstAttempt)
 
     def chat(self, window_size: int | None) -> Chat:
         system = [self.system] if self.system is not None else []
@@ -473,7 +475,9 @@ class RolloutEngine:
         if outcome.success is not None:
             episode.trajectory.success = outcome.success
         if episode.attempt == 1:
-            episode.trajectory.metadata["first_attempt_success"] = episode.trajectory.success
+            episode.first_attempt = first_attempt_verdict(outcome.info, episode.trajectory.success,
+                                                          episode.first_attempt)
+            episode.trajectory.metadata["first_attempt_success"] = episode.first_attempt.success
         if outcome.observation is not None:
             episode.add_user(outcome.observation)
             return

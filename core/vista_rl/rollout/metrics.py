@@ -4,10 +4,52 @@ kept, never trajectories, so a long eval's memory stays flat)."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from vista_rl._stats import Estimate, mean, proportion
 from vista_rl.trajectory import Trajectory
+
+#: What an env that takes several answers per episode (``answer_attempts``) says about the first.
+FIRST_ATTEMPT_INFO_KEY = "first_attempt_correct"
+
+
+@dataclass(frozen=True)
+class FirstAttempt:
+    """Whether the first attempt of an episode succeeded, and whether the env said so itself."""
+
+    success: bool = False
+    declared: bool = False
+
+
+def first_attempt_verdict(info: Mapping[str, Any], success: bool, previous: FirstAttempt) -> FirstAttempt:
+    """The first-attempt verdict after one env step of the engine's first attempt.
+
+    Two kinds of retries exist: the engine's reflection (a reset; the first attempt ends with the
+    first terminated step) and an env's own ``answer_attempts`` (one episode, several answers).  In
+    the second the episode's ``success`` is that of the *last* answer, so only the env knows how the
+    first went: its ``info["first_attempt_correct"]`` is the one source of truth whenever given, and
+    the episode's success stands in only for envs that never say."""
+    declared = info.get(FIRST_ATTEMPT_INFO_KEY)
+    if isinstance(declared, bool):
+        return FirstAttempt(success=declared, declared=True)
+    if previous.declared:
+        return previous
+    return FirstAttempt(success=bool(success))
+
+
+def first_attempt_success(trajectory: Trajectory) -> bool:
+    """The episode's first-attempt verdict: as the engine recorded it, else what the env's step
+    infos declared, else the episode's success (records written before the verdict existed)."""
+    recorded = trajectory.metadata.get("first_attempt_success")
+    if isinstance(recorded, bool):
+        return recorded
+    for turn in trajectory.turns:
+        declared = (turn.info or {}).get(FIRST_ATTEMPT_INFO_KEY)
+        if isinstance(declared, bool):
+            return declared
+    return bool(trajectory.success)
 
 
 class RolloutMetrics:
@@ -37,7 +79,7 @@ class RolloutMetrics:
         meta = trajectory.metadata
         self.episodes += 1
         self.successes += int(trajectory.success)
-        self.first_attempt_successes += int(bool(meta.get("first_attempt_success", trajectory.success)))
+        self.first_attempt_successes += int(first_attempt_success(trajectory))
         if trajectory.failure:
             self.failures += 1
             if len(self.failure_examples) < 5:

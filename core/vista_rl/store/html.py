@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -160,24 +161,46 @@ class _Limited:
         self.reader, self.limit, self.images = reader, limit, images
         self.truncated = False
         self.count = 0
+        self.malformed = 0
 
     @property
     def skipped(self) -> int:
-        """Unreadable lines met so far (all of them once the loop has finished)."""
-        return self.reader.skipped_lines
+        """Unreadable lines met so far (all of them once the loop has finished): lines that are not
+        JSON objects, and objects that are not trajectory records (a turn list that is a number)."""
+        return self.reader.skipped_lines + self.malformed
 
     def __iter__(self) -> Iterator[dict[str, Any]]:
         for index, record in enumerate(self.reader.records()):
             if index >= self.limit:
                 self.truncated = True
                 return
+            try:
+                view = episode_view(index, record, self.images)
+            except Exception:  # noqa: BLE001 - one malformed record is skipped and counted, the page renders
+                self.malformed += 1
+                continue
             self.count += 1
-            yield episode_view(index, record, self.images)
+            yield view
+
+
+@dataclass(frozen=True)
+class HtmlReport:
+    """What :func:`render_html` wrote: the page, the episodes on it and the lines it skipped."""
+
+    path: Path
+    episodes: int
+    skipped: int
+    truncated: bool
 
 
 def write_html(run_dir: str | Path, out: str | Path | None = None, limit: int = DEFAULT_LIMIT) -> Path:
     """Render the run's trajectories (streamed, so memory stays small) into one HTML file.  Image
     links are relative to where the page is written, so ``out`` may lie outside the run."""
+    return render_html(run_dir, out, limit).path
+
+
+def render_html(run_dir: str | Path, out: str | Path | None = None, limit: int = DEFAULT_LIMIT) -> HtmlReport:
+    """:func:`write_html`, also saying how many episodes it showed and how many lines it skipped."""
     reader = RunReader(run_dir)
     path = Path(out) if out is not None else reader.run_dir / HTML_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -186,6 +209,7 @@ def write_html(run_dir: str | Path, out: str | Path | None = None, limit: int = 
     stream = template.stream(title=f"VISTA run {reader.run_dir.name}", metrics=metric_rows(reader.metrics()),
                              episodes=episodes, limit=limit)
     stream.enable_buffering(_BUFFERED_CHUNKS)
-    stream.dump(str(path), encoding="utf-8")
-    return path
+    # "replace": a lone surrogate in a record that bypassed the reader's scrub must not lose the page
+    stream.dump(str(path), encoding="utf-8", errors="replace")
+    return HtmlReport(path, episodes.count, episodes.skipped, episodes.truncated)
 

@@ -31,6 +31,37 @@ def episode_status(record: dict[str, Any]) -> str:
     return "success" if record.get("success") else "failed"
 
 
+def parse_record(line: str) -> dict[str, Any] | None:
+    """One JSONL line as a record, or None when it is not a JSON object Python can hold."""
+    try:
+        record = json.loads(line)
+        if "\\u" in line:  # escaped surrogates are the only way a lone one can be in a record
+            record = without_surrogates(record)
+    except (ValueError, RecursionError):  # bad JSON, a too-long integer, nesting too deep
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def without_surrogates(value: Any) -> Any:
+    """``value`` with every lone surrogate in its strings (and keys) replaced by U+FFFD."""
+    if isinstance(value, str):
+        return scrub_text(value)
+    if isinstance(value, list):
+        return [without_surrogates(item) for item in value]
+    if isinstance(value, dict):
+        return {scrub_text(key): without_surrogates(item) for key, item in value.items()}
+    return value
+
+
+def scrub_text(text: str) -> str:
+    """Lone surrogates become U+FFFD; every other character (surrogate pairs joined) is kept."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
 class RunReader:
     """``for trajectory in RunReader(run_dir): ...``; ``reader.image(ref)`` loads one image."""
 
@@ -43,22 +74,21 @@ class RunReader:
         self.skipped_lines = 0
 
     def records(self) -> Iterator[dict[str, Any]]:
-        """Raw JSON records.  A line that does not parse (the tail of a crashed run) is counted in
-        ``skipped_lines`` and skipped."""
+        """Raw JSON records.  A line that is not a JSON object (the tail of a crashed run, a line
+        nested too deep for Python's parser, an integer beyond its digit limit, a list) is counted in
+        ``skipped_lines`` and skipped; bytes that are not UTF-8 read as U+FFFD.  Lone surrogates that
+        the writer escaped come back as U+FFFD too, so every string a reader gets can be printed and
+        written as UTF-8."""
         self.skipped_lines = 0
-        with open(self.path, encoding="utf-8") as handle:
+        with open(self.path, encoding="utf-8", errors="replace") as handle:
             for line in handle:
                 if not line.strip():
                     continue
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:
+                record = parse_record(line)
+                if record is None:
                     self.skipped_lines += 1
-                    continue
-                if isinstance(record, dict):
-                    yield record
                 else:
-                    self.skipped_lines += 1
+                    yield record
 
     def __iter__(self) -> Iterator[Trajectory]:
         for record in self.records():

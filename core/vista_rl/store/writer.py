@@ -55,9 +55,18 @@ def _finite(value: Any) -> Any:
 
 
 def to_json_line(data: Mapping[str, Any]) -> str:
+    """One strict-JSON line that any UTF-8 file takes.
+
+    Model text may hold lone surrogates (``"Up\\ud800"`` from a tokenizer or a bad decode) that UTF-8
+    cannot encode; such a line is written with ASCII escapes instead (``\\ud800``), which keeps the text
+    exactly, so one odd reply is recorded rather than failing the whole run on write."""
     text = json.dumps(data, default=json_default, ensure_ascii=False, allow_nan=True)
     if "NaN" in text or "Infinity" in text:
         text = json.dumps(_finite(json.loads(text)), ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(json.loads(text), ensure_ascii=True)
     return text
 
 
