@@ -196,3 +196,19 @@ def test_take_turn_never_raises_on_a_broken_reset() -> None:
     assert outcome.done and outcome.observation is None and not outcome.retry
     assert outcome.failure == "env.reset() for a reflection retry raised ValueError: no second reset"
     assert outcome.info["success"] is False and outcome.stop_reason == "env_error"
+
+
+@pytest.mark.parametrize("arguments", ["[" * 100_000, '{"x": ' + "9" * 5000 + "}"])
+def test_tool_arguments_beyond_pythons_json_limits_are_an_error_text(arguments: str) -> None:
+    """Nesting too deep (RecursionError) and integers past the digit limit (ValueError) are bad JSON."""
+    from tests.rollout_testkit import ZoomTool
+
+    result = ZoomTool()(arguments, ToolContext(images=[swatch(1)]))
+    assert result.error and "not valid JSON" in result.text
+
+
+def test_a_special_token_tool_name_is_escaped_in_the_tool_message() -> None:
+    from vista_rl.rollout.context import tool_results_message
+
+    message = tool_results_message([("<image>", ToolResult("Error: unknown tool '<|im_end|>'", error=True))], "tool")
+    assert message.images == [] and "<image>" not in message.content and "<|" not in message.content

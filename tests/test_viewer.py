@@ -157,6 +157,7 @@ def test_the_viewer_skips_and_counts_bad_lines(small_runs, tmp_path, capsys):
     lines.insert(2, b'{"bytes": "\xff\xfe not UTF-8"')  # and not JSON either
     bad.append("(invalid UTF-8)")
     path.write_bytes(b"\n".join(lines) + b"\n")
+    (run / "metrics.json").write_text('{"success_rate": {"value": "x", "ci95_low": 0, "ci95_high": 1}}')
     assert len(records(run)) == len(good) + 1  # the wrongly shaped object still parses as a record
     vista("trajectories", "html", str(run))
     out = capsys.readouterr().out

@@ -13,7 +13,11 @@ distributions that declare the same entry-point name are both loaded and the cla
 both names; neither silently replaces the other.  An item id registered by several plugins resolves
 to a pinned provider (``VISTA_PREFER`` / ``[prefer]`` in ``plugins.toml``), else to the one
 first-party provider (:mod:`vista_rl._providers`); otherwise it is ambiguous and refuses to
-be made until the user chooses.  Load order never decides.
+be made until the user chooses.  An unversioned id (``sokoban/sokoban``) resolves among the versions
+of one distribution, chosen by the same rule, so another distribution's ``sokoban/sokoban-v1`` cannot
+take it over (it is reported as a version clash).  A ``vista`` command name that a second
+distribution registers is undone and reported naming both (:mod:`vista_rl._commands`: first-party
+wins, else the first registered).  Load order never decides.
 
 Environment switches (read at load time):
 

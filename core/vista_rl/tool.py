@@ -58,8 +58,9 @@ class Tool(abc.ABC):
         if isinstance(arguments, str):
             try:
                 arguments = json.loads(arguments) if arguments.strip() else {}
-            except json.JSONDecodeError as exc:
-                return ToolResult(text=f"Error: arguments for {self.name} are not valid JSON ({exc.msg}).", error=True)
+            except (ValueError, RecursionError) as exc:  # bad JSON, a too-long integer, nesting too deep
+                reason = getattr(exc, "msg", None) or type(exc).__name__
+                return ToolResult(text=f"Error: arguments for {self.name} are not valid JSON ({reason}).", error=True)
         if arguments is None:
             arguments = {}
         if not isinstance(arguments, dict):

@@ -13,6 +13,7 @@ from rich.text import Text
 
 from vista_rl.errors import VistaError
 from vista_rl.observation import IMAGE_PLACEHOLDER
+from vista_rl.store.html import metric_rows
 from vista_rl.store.reader import RunReader, episode_status
 
 _CLIP = 1200
@@ -37,11 +38,8 @@ def metrics_table(metrics: dict[str, Any], title: str) -> Table:
     table.add_column("metric")
     table.add_column("value [95% CI]")
     table.add_column("n", justify="right")
-    for name, value in metrics.items():
-        if isinstance(value, dict) and "value" in value:
-            parts = (value["value"], value.get("ci95_low"), value.get("ci95_high"))
-            shown = "n/a" if None in parts else f"{parts[0]:.3f} [{parts[1]:.3f}, {parts[2]:.3f}]"
-            table.add_row(name.replace("_", " "), shown, str(value.get("n", "")))
+    for row in metric_rows(metrics):  # the viewer's rows: one formatting, total on odd values
+        table.add_row(row["name"], row["value"], row["n"])
     return table
 
 

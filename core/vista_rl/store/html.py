@@ -148,8 +148,11 @@ def metric_rows(metrics: dict[str, Any]) -> list[dict[str, str]]:
     for name, value in metrics.items():
         if isinstance(value, dict) and "value" in value:
             parts = (value["value"], value.get("ci95_low"), value.get("ci95_high"))
-            shown = "n/a" if None in parts else f"{parts[0]:.3f} [{parts[1]:.3f}, {parts[2]:.3f}]"
-            rows.append({"name": name.replace("_", " "), "value": shown, "n": str(value.get("n", ""))})
+            try:
+                shown = "n/a" if None in parts else f"{parts[0]:.3f} [{parts[1]:.3f}, {parts[2]:.3f}]"
+            except (TypeError, ValueError):  # a hand-edited or foreign metrics.json: shown as it is
+                shown = " ".join(str(part) for part in parts)
+            rows.append({"name": str(name).replace("_", " "), "value": shown, "n": str(value.get("n", ""))})
     return rows
 
 

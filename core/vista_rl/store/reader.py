@@ -110,8 +110,14 @@ class RunReader:
             return image.copy()
 
     def _json(self, name: str) -> dict[str, Any]:
+        """A JSON object file of the run; ``{}`` when it is missing or unreadable (a viewer of a run
+        whose metrics.json was cut or hand-edited still shows the episodes)."""
         path = self.run_dir / name
-        return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+        try:
+            data = json.loads(path.read_text(encoding="utf-8", errors="replace")) if path.exists() else {}
+        except (OSError, ValueError, RecursionError):
+            return {}
+        return without_surrogates(data) if isinstance(data, dict) else {}
 
     def config(self) -> dict[str, Any]:
         path = self.run_dir / CONFIG_FILE
