@@ -40,7 +40,7 @@ from vista_rl.hookspecs import (
     hookspec,
 )
 from vista_rl.judge import Judge, JudgeResult
-from vista_rl.judges import normalize_answer
+from vista_rl.judges import normalize_answer, strip_reasoning
 from vista_rl.model import Generation, ModelBackend, SamplingParams
 from vista_rl.model_family import ModelFamily
 from vista_rl.observation import (
@@ -167,6 +167,7 @@ __all__ = [
     "make_model",
     "make_tool",
     "normalize_answer",
+    "strip_reasoning",
     "observation_fingerprint",
     "parse_response",
     "split_actions",

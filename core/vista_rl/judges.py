@@ -11,6 +11,18 @@ from vista_rl.parsing import ResponseFormat, parse_response
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _SPACES = re.compile(r"\s+")
+_REASONING = re.compile(r"<think>.*?</think>", re.IGNORECASE | re.DOTALL)
+
+
+def strip_reasoning(text: Any) -> Any:
+    """The text without its closed ``<think>...</think>`` blocks.  A raw response handed straight
+    to a judge (not the env's parsed ``<answer>``) carries its reasoning in front of the answer, as
+    R1-style models write "<think>...</think>B"; the reasoning is not the answer, and reading it
+    would pick up every option it weighs.  An unclosed ``<think>`` is left as it is (nothing after
+    it is known to be an answer); a non-string is returned unchanged."""
+    if not isinstance(text, str) or "</" not in text:
+        return text
+    return _REASONING.sub(" ", text).strip()
 
 
 def normalize_answer(text: Any) -> str:
@@ -52,6 +64,7 @@ class ExactMatchJudge(Judge):
 
     def score(self, prediction: Any, reference: Any, **context: Any) -> JudgeResult:
         references = reference if isinstance(reference, (list, tuple)) else [reference]
+        prediction = strip_reasoning(prediction)
         if self.normalize:
             pred = normalize_answer(prediction) or fold_answer(prediction)
             matched = next((ref for ref in references if answers_match(prediction, ref)), None)

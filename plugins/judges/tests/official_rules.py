@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+import string
 from typing import Any
 
 
@@ -221,3 +222,65 @@ def aokvqa_da(prediction: str, direct_answers: list[str]) -> float:
 def screenspot_hit(point: tuple[float, float], bbox_xywh: list[float]) -> bool:
     bbox = [bbox_xywh[0], bbox_xywh[1], bbox_xywh[0] + bbox_xywh[2], bbox_xywh[1] + bbox_xywh[3]]
     return (bbox[0] <= point[0] <= bbox[2]) and (bbox[1] <= point[1] <= bbox[3])
+
+
+# IconQA: lupantech/IconQA @ bcb414ca7b8f046325458c4f0aa1b8c22b7c366c, compute_test_acc in
+# run_choose_txt/eval.py and run_choose_img/eval.py (the predicted option index == int(answer)) and in
+# run_fill_in_blank/eval.py (the predicted answer string == the answer string, no normalisation).  The
+# official models are classifiers: they emit an option index or an answer from the training
+# vocabulary, never text to parse; ``predicted`` is that index (multiple choice) or string (blank).
+def iconqa_correct(predicted: int | str, problem: dict[str, Any]) -> bool:
+    if problem["ques_type"] in ("choose_txt", "choose_img"):
+        return predicted == int(problem["answer"])
+    return predicted == problem["answer"]
+
+
+# AI2D as reported with lmms-eval: EvolvingLMMs-Lab/lmms-eval, lmms_eval/tasks/ai2d/ai2d.yaml
+# @ 0312cf2675dbc2315846546a8f987a08e826df96 (target: the option letter, utils.ai2d_doc_to_target "mcq";
+# metric exact_match with ignore_case and ignore_punctuation) and lmms_eval/api/metrics.py
+# @ 309242ce1a4ea1a89e37798a61d4e79201f734f5 (exact_match_hf_evaluate: lower(), delete
+# string.punctuation, then plain equality; no whitespace stripping).  AI2D's own release (allenai)
+# publishes no scoring script: its accuracy is the index of the chosen option, as IconQA's above.
+def ai2d_exact_match(prediction: str, target_letter: str) -> bool:
+    table = str.maketrans("", "", string.punctuation)
+    return prediction.lower().translate(table) == target_letter.lower().translate(table)
+
+
+# Geometry3K, its authors' rule: lupantech/InterGPS, symbolic_solver/test.py
+# @ d9d2c4cc91079c4449297fa4e22b91f230e09b4d (multithread_solve): the solver's number is right when every
+# choice has a precise_value and the right choice's value is (one of) the closest to it; ties count.
+def geometry3k_intergps_correct(answer: float | None, problem: dict[str, Any]) -> bool:
+    value_list = problem["precise_value"]
+    gt_id = ord(problem["answer"]) - 65
+    if answer is None:
+        return False
+    return all(x is not None for x in value_list) and \
+        abs(value_list[gt_id] - answer) == min(abs(x - answer) for x in value_list)
+
+
+# Geometry3K as reported with lmms-eval: EvolvingLMMs-Lab/lmms-eval, lmms_eval/tasks/geometry3k/utils.py
+# @ 7a14a6ad8f637302e475adfaaf70a51fa583ba97 (_extract_answer_letter, geometry3k_process_results): the
+# last letter A-D of the first pattern that matches, else the first choice whose text the response
+# contains; right when that letter is the answer's.
+_GEOMETRY3K_PATTERNS = [r"[Aa]nswer\s*[:=]\s*\(?([A-Da-d])\)?", r"\b([A-Da-d])\s*[.)\]]", r"^\s*\(?([A-Da-d])\)?$",
+                        r"\b([A-Da-d])\b"]
+
+
+def geometry3k_lmms_eval_letter(response: str, choices: list[str]) -> str:
+    response = response.strip()
+    all_choices = ["A", "B", "C", "D"]
+    for pattern in _GEOMETRY3K_PATTERNS:
+        matches = re.findall(pattern, response)
+        if matches:
+            for match in reversed(matches):
+                if match.upper() in all_choices:
+                    return match.upper()
+    for idx, choice in enumerate(choices or []):
+        if choice.lower() in response.lower():
+            return all_choices[idx]
+    return ""
+
+
+def geometry3k_lmms_eval_correct(response: str, problem: dict[str, Any]) -> bool:
+    pred = geometry3k_lmms_eval_letter(response, problem["choices"])
+    return bool(pred) and pred == problem["answer"].strip().upper()

@@ -258,3 +258,49 @@ def test_numeric_judges_survive_huge_numbers():
         reference = "12" if judge_id == "relaxed_numeric" else [0, 0, 10, 10]
         for prediction in (10**400, "9" * 500, [10**400, 1], "1e400"):
             assert judge(prediction, reference).score == 0.0
+
+
+# Geometry3K problem 15 (fixtures/real/geometry3k/train/15): 5 sqrt 3 = 8.660..., 5 sqrt 2 = 7.071...
+GEOMETRY3K_15 = ["5", "5 \\sqrt { 2 }", "5 \\sqrt { 3 }", "10"]
+
+
+@pytest.mark.parametrize(("prediction", "expected"), [
+    ("8.66", 1.0), ("8.7", 1.0), ("8.660254", 1.0), ("5 \\sqrt { 3 }", 1.0), ("C", 1.0),
+    ("9", 0.0),        # a whole number is not 8.66 (only the plain options "5" and "10" match numbers)
+    ("8.6", 0.0),      # 8.66 rounds to 8.7, not 8.6
+    ("8.67", 0.0),     # written to two decimals, 8.66 is the value
+    ("7.07", 0.0),     # the value of option B
+])
+def test_multiple_choice_reads_a_decimal_against_symbolic_options(prediction, expected):
+    assert vista_rl.make_judge("multiple_choice")(prediction, "C", choices=GEOMETRY3K_15).score == expected
+
+
+def test_multiple_choice_symbolic_values_need_one_option():
+    """Two options that round to the same value pick neither; plain-number options need the number."""
+    same = ["\\sqrt { 2 }", "\\frac { 99 } { 70 }", "3"]  # 1.41421... and 1.41428...
+    judge = vista_rl.make_judge("multiple_choice")
+    assert judge("1.41", "A", choices=same).score == 0.0
+    assert judge("1.414", "A", choices=same).score == 0.0
+    assert judge("1.4142", "A", choices=same).score == 1.0
+    assert judge("1.4143", "B", choices=same).score == 1.0
+    assert judge("20.3", "A", choices=["20.25", "21", "27", "36"]).score == 0.0  # MathVista pid 410
+
+
+@pytest.mark.parametrize(("judge_id", "prediction", "reference", "context"), [
+    ("multiple_choice", "<think>A looks close, but it is B</think>B", "B", {"choices": ["cat", "dog"]}),
+    ("multiple_choice", "<THINK>\nweighing cat and dog\n</THINK> dog", "B", {"choices": ["cat", "dog"]}),
+    ("math", "<think>2 + 2 = 4, not 5</think>4", "4", {}),
+    ("relaxed_numeric", "<think>the bar reads 12</think>12.2", "12", {}),
+    ("exact", "<think>maybe a cat</think>dog", "dog", {}),
+])
+def test_a_closed_think_part_in_front_is_not_the_answer(judge_id, prediction, reference, context):
+    judge = vista_rl.make_judge(judge_id)
+    assert judge(prediction, reference, **context).score == 1.0
+    unclosed = prediction.replace("</think>", "").replace("</THINK>", "")
+    assert judge(unclosed, reference, **context).score == 0.0, "an unclosed <think> is not an answer"
+
+
+def test_strip_reasoning_keeps_what_is_not_a_closed_block():
+    assert vista_rl.strip_reasoning("<think>a</think> B <think>b</think>") == "B"
+    assert vista_rl.strip_reasoning("<think>unclosed B") == "<think>unclosed B"
+    assert vista_rl.strip_reasoning(3) == 3

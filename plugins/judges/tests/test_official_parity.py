@@ -14,6 +14,7 @@ numbers, unit and format variants, and answers as models write them (letter only
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -189,14 +190,150 @@ def screenspot_cases() -> Iterator[Case]:
             yield "screenspot", str(point), str(box), ours, float(official.screenspot_hit(point, [x, y, w, h]))
 
 
+def _judged(record: Any) -> Any:
+    """The judge (with its settings) that the vqa envs score this record with."""
+    from vista_plugin_datasets.common import judge_spec
+
+    judge_id, settings = judge_spec(record)
+    return vista_rl.make_judge(judge_id, **settings)
+
+
+def _written(index: int, choices: list[str]) -> list[str]:
+    """Option ``index`` as models write it: the letter, "(B)", "B.", the option text, "B. text",
+    "The answer is B.", "Answer: B", and a <think> part left in front of the letter."""
+    letter, text = LETTERS[index], choices[index]
+    return [letter, f"({letter})", f"{letter}.", text, f"{letter}. {text}", f"The answer is {letter}.",
+            f"Answer: {letter}", f"<think>the diagram shows it</think>{letter}"]
+
+
+# IconQA records from its project page, used when fixtures/real/iconqa is absent: iconqa/iconqa.github.io,
+# res/examples/{ques_type}/{n}/data.json @ c5ef9aba772ceb6c42081ec6da1e8b753f19d875 (the release's own
+# data.json files; "split" added, as problems.json carries it).
+ICONQA_RECORDS: dict[str, dict[str, Any]] = {
+    "149": {"question": "The first picture is a sub. Which picture is third?", "choices": ["turtle", "fish", "sub"],
+            "answer": 1, "ques_type": "choose_txt", "grade": "grade1", "label": "A25"},
+    "171": {"question": "If you select a marble without looking, how likely is it that you will pick a black one?",
+            "choices": ["probable", "impossible", "unlikely", "certain"], "answer": 2, "ques_type": "choose_txt",
+            "grade": "grade1", "label": "S2"},
+    "18": {"question": "Are there enough forks for every plate?", "choices": ["yes", "no"], "answer": 1,
+           "ques_type": "choose_txt", "grade": "kindergarten", "label": "G5"},
+    "187": {"question": "Luther is writing a letter one evening. The clock shows the time. What time is it?",
+            "choices": ["6:00 A.M.", "6:00 P.M."], "answer": 1, "ques_type": "choose_txt", "grade": "grade2",
+            "label": "Q7"},
+    "197": {"question": "On which color is the spinner less likely to land?", "choices": ["yellow", "white"],
+            "answer": 0, "ques_type": "choose_txt", "grade": "grade1", "label": "S1"},
+    "100": {"question": "Which is shaped like a cone?", "answer": 1, "ques_type": "choose_img", "grade": "grade2",
+            "choices": ["choice_0.png", "choice_1.png", "choice_2.png", "choice_3.png"], "label": "U7"},
+    "104": {"question": "Which is shaped like a cube?", "answer": 2, "ques_type": "choose_img", "grade": "grade2",
+            "choices": ["choice_0.png", "choice_1.png", "choice_2.png", "choice_3.png"], "label": "U7"},
+    "103": {"question": "How many triangles are on the frame?", "answer": "1", "ques_type": "fill_in_blank",
+            "grade": "prek", "label": "D5"},
+    "1037": {"question": "How many shapes are orange?", "answer": "3", "ques_type": "fill_in_blank",
+             "grade": "kindergarten", "label": "Q9"},
+    "1113": {"question": "Move the ruler to measure the length of the line to the nearest centimeter. The line is "
+                         "about (_) centimeters long.", "answer": "10", "ques_type": "fill_in_blank",
+             "grade": "grade2", "label": "S8"},
+    "1114": {"question": "Move the ruler to measure the length of the nail to the nearest inch. The nail is about "
+                         "(_) inches long.", "answer": "2", "ques_type": "fill_in_blank", "grade": "grade1",
+             "label": "P10"},
+}
+
+
+def _iconqa_release() -> tuple[dict[str, Any], list[Any]]:
+    """IconQA problems and the records the real adapter makes of them (images are not read)."""
+    real = REAL / "iconqa"
+    if (real / "problems.json").is_file():
+        problems = json.loads((real / "problems.json").read_text(encoding="utf-8"))
+        splits = sorted({p["split"] for p in problems.values()})
+        return problems, [r for split in splits for r in vista_rl.make_dataset("iconqa", root=str(real), split=split)]
+    problems = {pid: problem | {"split": "test"} for pid, problem in ICONQA_RECORDS.items()}
+    with tempfile.TemporaryDirectory() as root:
+        (Path(root) / "problems.json").write_text(json.dumps(problems), encoding="utf-8")
+        return problems, list(vista_rl.make_dataset("iconqa", root=root))
+
+
+def iconqa_cases() -> Iterator[Case]:
+    problems, records = _iconqa_release()
+    for record in records:
+        problem = problems[record.id.removeprefix("iconqa-")]
+        judge = _judged(record)
+        if problem["ques_type"] == "fill_in_blank":
+            answer = problem["answer"]
+            number = float(answer)
+            for prediction in (answer, f"{number + 1:g}", f"{number - 1:g}", f"{number * 10:g}", f"{answer}.0",
+                               f"{answer} units", f"<think>count them</think>{answer}", f" {answer} "):
+                ours = judge(prediction, record.answer).score
+                yield "iconqa", prediction, f"{record.id}: {answer}", ours, float(official.iconqa_correct(prediction, problem))
+            continue
+        # the official classifiers pick an option index; each written form below names option ``index``
+        for index in range(len(record.choices)):
+            for prediction in _written(index, record.choices):
+                ours = judge(prediction, record.answer, choices=record.choices).score
+                yield ("iconqa", prediction, f"{record.id}: {record.choices[int(problem['answer'])]}", ours,
+                       float(official.iconqa_correct(index, problem)))
+
+
+# AI2D questions/0.png.json (the release's first diagram), used when fixtures/real/ai2d is absent: as
+# quoted in QHX-BNU/master, Edudata/AI2D.md (AI2D's annotation layout, "tip1").
+AI2D_QUESTIONS = {"imageName": "0.png", "questions": {
+    "What is A in the diagram?": {"abcLabel": True, "answerTexts": ["ears", "nose", "mouth", "face"],
+                                  "correctAnswer": 3, "questionId": "0.png-0"},
+    "What is B in the diagram?": {"abcLabel": True, "answerTexts": ["face", "mouth", "nose", "ears"],
+                                  "correctAnswer": 3, "questionId": "0.png-1"},
+}}
+
+
+def _ai2d_release() -> list[Any]:
+    real = REAL / "ai2d"
+    if (real / "questions").is_dir():
+        return list(vista_rl.make_dataset("ai2d", root=str(real)))
+    with tempfile.TemporaryDirectory() as root:
+        (Path(root) / "questions").mkdir()
+        (Path(root) / "questions" / "0.png.json").write_text(json.dumps(AI2D_QUESTIONS), encoding="utf-8")
+        return list(vista_rl.make_dataset("ai2d", root=root))
+
+
+def ai2d_cases() -> Iterator[Case]:
+    for record in _ai2d_release():
+        judge = _judged(record)
+        for index in range(len(record.choices)):
+            for prediction in _written(index, record.choices) + [LETTERS[index].lower()]:
+                ours = judge(prediction, record.answer, choices=record.choices).score
+                yield ("ai2d", prediction, f"{record.id}: {record.answer}", ours,
+                       float(official.ai2d_exact_match(prediction, record.answer)))
+
+
+def geometry3k_cases() -> Iterator[Case]:
+    root = REAL / "geometry3k"
+    if not root.is_dir():
+        pytest.skip("real fixture geometry3k not present")
+    for record in vista_rl.make_dataset("geometry3k", root=str(root), split="train"):
+        problem = _load(f"geometry3k/train/{record.id.removeprefix('geometry3k-')}/data.json")
+        judge = _judged(record)
+        label = f"{record.id}: {record.answer}"
+        # lmms-eval's letter extraction, on the options as models write them
+        for index in range(len(record.choices)):
+            for prediction in _written(index, record.choices):
+                ours = judge(prediction, record.answer, choices=record.choices).score
+                yield "geometry3k-lmms", prediction, label, ours, float(official.geometry3k_lmms_eval_correct(prediction, problem))
+        # InterGPS's closest-value rule, on numbers: each option's value, rounded, and nearby numbers
+        for value in problem["precise_value"]:
+            for number in (value, round(value, 2), round(value, 1), value + 0.5, value * 1.02, value - 1):
+                prediction = f"{number:g}"
+                ours = judge(prediction, record.answer, choices=record.choices).score
+                yield ("geometry3k-intergps", prediction, label, ours,
+                       float(official.geometry3k_intergps_correct(float(prediction), problem)))
+
+
 SOURCES: dict[str, Callable[[], Iterator[Case]]] = {
     "chartqa": chartqa_cases, "mathvista": mathvista_cases, "docvqa": docvqa_cases, "vqa": vqa_cases,
     "aokvqa": aokvqa_cases, "scienceqa": scienceqa_cases, "tabmwp": tabmwp_cases, "screenspot": screenspot_cases,
+    "iconqa": iconqa_cases, "ai2d": ai2d_cases, "geometry3k": geometry3k_cases,
 }
 
 def _stripped(prediction: str, reference: str) -> str:
     """The prediction with the decorations we read on purpose taken off."""
-    text = prediction.strip()
+    text = vista_rl.strip_reasoning(prediction).strip()
     for suffix in ("%", " million", " cm", " g", "."):
         text = text.removesuffix(suffix)
     return text.removeprefix("the ").removeprefix("The answer is ").replace(",", "")
@@ -210,8 +347,8 @@ def _is_year(text: str) -> bool:
 # narrow (it names the decoration or the quirk), and each must match at least one case, so the list
 # cannot go stale.  plugins/judges/README.md "Where we differ from the official rules" says why.
 EXPECTED: list[tuple[str, str, Callable[[Case], bool]]] = [
-    ("chartqa", "we read %, units, thousands separators, a final period and an article; pix2struct's "
-                "float() does not, so '14%' for 14 or 'Yes.' for Yes score 0 there",
+    ("chartqa", "we read %, units, thousands separators, a final period, an article and a <think> part in "
+                "front; pix2struct's float() does not, so '14%' for 14 or 'Yes.' for Yes score 0 there",
      lambda c: c[3] == 1.0 and c[4] == 0.0 and _stripped(c[1], c[2]).lower() == c[2].lower()),
     ("chartqa", "a year must be exact (5% of 2013 is a century); the official rule accepts 2014 for 2013",
      lambda c: c[3] == 0.0 and c[4] == 1.0 and _is_year(c[2])),
@@ -231,6 +368,19 @@ EXPECTED: list[tuple[str, str, Callable[[Case], bool]]] = [
     ("scienceqa", "we read a letter, the option text or '(B) text'; the official script reads only "
                   "'The answer is B.' and otherwise guesses an option at random",
      lambda c: c[3] == 1.0 and c[4] == 0.0 and not c[1].startswith("The answer is ")),
+    ("iconqa", "fill in the blank: a number equal in value ('3.0', '3 units'), spaces around it or a <think> "
+               "part in front; the official classifier emits answers from its vocabulary, compared as strings",
+     lambda c: c[3] == 1.0 and c[4] == 0.0
+     and vista_rl.strip_reasoning(c[1]).strip().removesuffix(" units").removesuffix(".0") == c[2].split(": ")[-1]),
+    ("ai2d", "we read the option text, 'D. text', 'Answer: D', 'The answer is D.' and a <think> part in front; "
+             "lmms-eval's exact_match compares the whole response (case and punctuation folded) with the letter",
+     lambda c: c[3] == 1.0 and c[4] == 0.0 and c[1].strip("().").upper() != c[2][-1]),
+    ("geometry3k", "an option written in LaTeX ('5 \\sqrt { 3 }'): lmms-eval's fallback takes the first option "
+                   "whose text the response contains, here '5' (option A)",
+     lambda c: c[0] == "geometry3k-lmms" and c[3] == 1.0 and c[4] == 0.0 and "\\" in c[1]),
+    ("geometry3k", "InterGPS credits any number closest to the right option's value (79 for 80); we need an "
+                   "option's own value, to the decimals written ('8.66' for 5 sqrt 3)",
+     lambda c: c[0] == "geometry3k-intergps" and c[3] == 0.0 and c[4] == 1.0),
     ("aokvqa", "multiple choice: we read the letter and '(D) text' too; the official MC rule needs the "
                "option text exactly",
      lambda c: c[0] == "aokvqa-mc" and c[3] == 1.0 and c[4] == 0.0 and (len(c[1]) == 1 or c[1].startswith("("))),

@@ -8,7 +8,7 @@ import re
 import string
 from typing import Any
 
-from vista_rl import Judge, JudgeResult, normalize_answer
+from vista_rl import Judge, JudgeResult, normalize_answer, strip_reasoning
 
 LETTERS = string.ascii_uppercase
 _BARE_LETTER = re.compile(r"^[\(\[]?([A-Za-z])[\)\]]?[.:]?$")
@@ -20,6 +20,7 @@ _ANSWER_IS_LETTER = re.compile(
     r"(?:[\(\[]([A-Za-z])[\)\]]|([A-Z])(?=[.:)]|\s|$)|([a-z])(?=[.:)]?$))"
 )
 _NUMBER_WITH_UNIT = re.compile(r"^([-+]?\d+(?:\.\d+)?)\s*([^\d\s]{0,12})$")
+_DECIMAL = re.compile(r"^[-+]?\d+\.(\d+)$")
 
 
 def option_letters(count: int) -> str:
@@ -51,6 +52,22 @@ def _number(text: str) -> tuple[float, str] | None:
     return (float(match.group(1)), match.group(2).casefold()) if match else None
 
 
+def _symbolic_value_match(text: str, options: list[str]) -> int | None:
+    """The one symbolic option ("5 \\sqrt { 3 }", "\\frac { \\sqrt { 2 } } { 5 }") whose value a
+    decimal prediction is, rounded to the decimals written: "8.66" or "8.7" for 5 sqrt(3) = 8.660..., as
+    Geometry3K's own scoring reads the closest option's value.  Plain-number options never match
+    here (they need the number itself), nor does a whole number ("9" is not 8.66)."""
+    decimal = _DECIMAL.match(text.strip().rstrip("."))
+    if decimal is None or not any("\\" in option for option in options):
+        return None
+    from vista_plugin_judges.math_judge import latex_value
+
+    value, half_step = float(text.strip().rstrip(".")), 0.5 * 10.0 ** -len(decimal.group(1))
+    close = [i for i, option in enumerate(options) if "\\" in option
+             and (target := latex_value(option)) is not None and abs(target - value) <= half_step * (1 + 1e-9)]
+    return _only(close)
+
+
 def _only(indices: list[int]) -> int | None:
     return indices[0] if len(indices) == 1 else None
 
@@ -61,10 +78,11 @@ def choice_index(prediction: Any, choices: list[str] | None) -> int | None:
     Order: the text is an option's text exactly as written ("(b)" is the option "(b)", not
     letter B); then a letter ("B", "(b)", "B. text", "Answer: B") within the options;
     then the text equals one option's text after normalisation; then the same number as exactly one
-    option ("145" for "145°"); then the text mentions exactly one option's text as whole words."""
+    option ("145" for "145°"), or a decimal that is one symbolic option's value rounded ("8.66" for
+    "5 \\sqrt { 3 }"); then the text mentions exactly one option's text as whole words."""
     if prediction is None or isinstance(prediction, (dict, list, float)):
         return None
-    text = str(prediction).strip()[:500]
+    text = strip_reasoning(str(prediction)).strip()[:500]
     if not text:
         return None
     options = [str(c) for c in choices or []]
@@ -87,6 +105,9 @@ def choice_index(prediction: Any, choices: list[str] | None) -> int | None:
                 and (not number[1] or not parsed[1] or parsed[1] == number[1])]
         if same:
             return _only(same)
+        symbolic = _symbolic_value_match(text, options)
+        if symbolic is not None:
+            return symbolic
     mentioned = [i for i, option in enumerate(normalized_choices)
                  if option and re.search(rf"\b{re.escape(option)}\b", whole)]
     return _only(mentioned)

@@ -8,11 +8,13 @@ what bounds the cost.
 
 from __future__ import annotations
 
+import functools
 import logging
+import math
 import threading
 from typing import Any
 
-from vista_rl import Judge, JudgeResult
+from vista_rl import Judge, JudgeResult, strip_reasoning
 
 MAX_PREDICTION_CHARS = 2000  # final answers sit at the end; a megabyte of text must stay cheap
 #: the loggers math-verify warns "Timeout is disabled ..." on, once per process and thread pool
@@ -52,6 +54,28 @@ def _as_latex(text: str, bare_text_too: bool = False) -> str:
     return f"${text}$" if (latex_like or bare_text_too) else text
 
 
+def _main_thread_timeout(seconds: int) -> int | None:
+    return seconds if threading.current_thread() is threading.main_thread() else None
+
+
+@functools.lru_cache(maxsize=1024)
+def latex_value(text: str, timeout_seconds: int = 5) -> float | None:
+    """The number a short LaTeX expression stands for ("5 \\sqrt { 3 }" -> 8.660..., "\\frac{1}{2}"
+    -> 0.5), or ``None`` when it is not one finite number (an equation, text, a parse failure).
+    Multiple-choice judging uses it to read a decimal answer against symbolic options; options
+    repeat across calls, hence the cache."""
+    from math_verify import parse
+
+    if len(text) > 200:
+        return None
+    try:
+        parsed = parse(_as_latex(text, bare_text_too=True), parsing_timeout=_main_thread_timeout(timeout_seconds))  # type: ignore[arg-type]
+        value = float(parsed[0].evalf()) if parsed and hasattr(parsed[0], "evalf") else None
+    except Exception:  # noqa: BLE001 - an option math-verify cannot evaluate simply has no value
+        return None
+    return value if value is not None and math.isfinite(value) else None
+
+
 class MathJudge(Judge):
     name = "math"
 
@@ -60,14 +84,14 @@ class MathJudge(Judge):
         self.float_rounding = float_rounding
 
     def _timeout(self) -> int | None:
-        return self.timeout_seconds if threading.current_thread() is threading.main_thread() else None
+        return _main_thread_timeout(self.timeout_seconds)
 
     def score(self, prediction: Any, reference: Any, **context: Any) -> JudgeResult:
         from math_verify import parse, verify
 
         if prediction is None or isinstance(prediction, (dict, list)):
             return JudgeResult(0.0, {"reason": "prediction is not text"})
-        text = str(prediction)
+        text = strip_reasoning(str(prediction))
         if isinstance(prediction, float) and prediction != prediction:  # NaN
             return JudgeResult(0.0, {"reason": "prediction is NaN"})
         text = text[-MAX_PREDICTION_CHARS:].strip()

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from vista_rl import Judge, JudgeResult, normalize_answer
+from vista_rl import Judge, JudgeResult, normalize_answer, strip_reasoning
 
 _HEDGES = r"(?:about|approximately|approx\.?|around|roughly|nearly|~|≈)"
 _NUMBER_RE = re.compile(
@@ -121,6 +121,7 @@ class RelaxedNumericJudge(Judge):
 
     def score(self, prediction: Any, reference: Any, **context: Any) -> JudgeResult:
         references = list(reference) if isinstance(reference, (list, tuple)) else [reference]
+        prediction = strip_reasoning(prediction)
         best, best_details = 0.0, {"mode": "none"}
         for ref in references:
             value, details = self._score_one(prediction, ref)
