@@ -17,6 +17,7 @@ from PIL import Image
 from real_records import check_records_score_right, default_wrong_answers, fixture
 from vista_plugin_datasets import testing
 from vista_plugin_datasets.common import judge_for
+from vista_plugin_datasets.records import TaskDataset
 
 import vista_rl
 from vista_rl import TaskRecord
@@ -24,7 +25,7 @@ from vista_rl import TaskRecord
 OPEN_ENV, RECORDS_ENV, MC_ENV = "vqa/short-answer-v0", "vqa/records-v0", "vqa/multiple-choice-v0"
 
 
-def load(dataset: str, **config: Any) -> vista_rl.TaskDataset:
+def load(dataset: str, **config: Any) -> TaskDataset:
     return vista_rl.make_dataset(dataset, **config)
 
 
