@@ -4,9 +4,9 @@ Linear time means the 1 MB input costs about 100 times the 10 KB one; a backtrac
 about 10,000 times (issue 22: ``extract_svg("<svg " * 20000)`` took 8 s).  Each parser gets inputs
 built to hurt a naive regex: openings that never close, repeated prefixes, deep JSON nesting.
 
-The anchor is the pattern ``extract_svg`` used before (``<svg\\b(?:[^>]*/>|.*</svg\\s*>)``), timed at
-10 KB and 40 KB only (1 MB would take minutes).  Regexes in plugins this change does not own are
-timed the same way and reported under ``elsewhere`` so their owners see them.
+The anchors are the patterns ``extract_svg`` and ViGoRL's rewards used before (e.g.
+``<svg\\b(?:[^>]*/>|.*</svg\\s*>)``), timed at 10 KB and 40 KB only (1 MB would take minutes) and
+reported under ``elsewhere``.
 
     python benchmarks/parsing_adversarial.py            # JSON on stdout
 """
@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 from vista_plugin_svg.safety import extract_svg, url_targets
+from vista_plugin_vigorl.rewards import single_turn_format, tag_contents
 
 from vista_rl.parsing import parse_response
 
@@ -45,6 +46,10 @@ CASES: dict[str, tuple[Callable[[str], Any], Callable[[int], str]]] = {
     "parse_response: tool_call with deep JSON nesting": (
         parse_response, lambda n: _fill("[", n, "<tool_call>", "</tool_call>")),
     "parse_response: '<tool_call>{' repeated": (parse_response, lambda n: _fill("<tool_call>{", n)),
+    "vigorl tag_contents(answer): '<answer>' repeated": (
+        lambda text: tag_contents(text, "answer"), lambda n: _fill("<answer>", n)),
+    "vigorl single_turn_format: '<think>' repeated": (
+        single_turn_format, lambda n: _fill("<think>", n, "", "</answer>")),
     "parse_response: huge integer argument": (
         parse_response, lambda n: _fill("9", n, '<tool_call>{"name": "t", "arguments": {"x": ', "}}</tool_call>")),
 }
@@ -53,12 +58,12 @@ _OLD_SVG = re.compile(r"<svg\b(?:[^>]*/>|.*</svg\s*>)", re.IGNORECASE | re.DOTAL
 ELSEWHERE: dict[str, tuple[Callable[[str], Any], Callable[[int], str], str]] = {
     "old extract_svg pattern (anchor): '<svg ' repeated": (
         _OLD_SVG.search, lambda n: _fill("<svg ", n), "plugins/svg before this change"),
-    "vigorl ANSWER '<answer>(.*?)</answer>': '<answer>' repeated": (
+    "old vigorl ANSWER pattern (anchor): '<answer>' repeated": (
         re.compile(r"<answer>(.*?)</answer>", re.DOTALL).search, lambda n: _fill("<answer>", n),
-        "plugins/vigorl/vista_plugin_vigorl/rewards.py"),
-    "vigorl SINGLE_TURN_FORMAT: '<think>' repeated": (
+        "plugins/vigorl before this change"),
+    "old vigorl SINGLE_TURN_FORMAT pattern (anchor): '<think>' repeated": (
         re.compile(r"<think>.*?</think>\s*<answer>.*?</answer>", re.DOTALL).search, lambda n: _fill("<think>", n),
-        "plugins/vigorl/vista_plugin_vigorl/rewards.py"),
+        "plugins/vigorl before this change"),
 }
 
 

@@ -171,3 +171,24 @@ def test_judges_serve_as_verl_reward_functions() -> None:
     wrong = reward.compute_score("sat2", transcript([(1, 1), (40, 40)], "right"), "left",
                                  judge="vigorl/multiturn-string-match", use_answer_tag=False)
     assert wrong["score"] == pytest.approx(0.4 * 1.2) and wrong["unique_coordinates"] == 2
+
+
+def test_tag_scans_give_what_the_old_patterns_gave() -> None:
+    """The linear scans replaced backtracking patterns (issue 22: 100 KB of ``<answer>`` took 15 s);
+    on tricky texts they must decide exactly as the patterns did."""
+    import random
+    import re
+
+    from vista_plugin_vigorl.rewards import single_turn_format, tag_contents
+
+    pieces = ["<think>", "</think>", "<answer>", "</answer>", " ", "\n", "a", "(1, 2)", "<", ">", "/"]
+    rng = random.Random(7)
+    texts = ["", "<think>a</think><answer>b</answer>", "<think></think>\n<answer></answer>",
+             "<think>x</think> y <answer>b</answer>", "<think></think><answer></answer>x", "<think></answer>",
+             "<think>a</think><answer>b</answer></think><answer>c</answer>"]
+    texts += ["".join(rng.choice(pieces) for _ in range(rng.randint(1, 14))) for _ in range(3000)]
+    for text in texts:
+        for tag in ("answer", "think"):
+            assert tag_contents(text, tag) == re.findall(rf"<{tag}>(.*?)</{tag}>", text, re.DOTALL), repr(text)
+        old_format = re.fullmatch(r"<think>.*?</think>\s*<answer>.*?</answer>", text, re.DOTALL)
+        assert single_turn_format(text) == bool(old_format), repr(text)

@@ -32,9 +32,7 @@ from vista_rl import Judge, JudgeResult
 AccuracyMode = Literal["string", "point_in_box"]
 
 COORDINATE = re.compile(r"\(\s*(-?\d+)\s*,\s*(-?\d+)\s*\)")
-SINGLE_TURN_FORMAT = re.compile(r"<think>.*?</think>\s*<answer>.*?</answer>", re.DOTALL)
-ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
-THINK = re.compile(r"<think>(.*?)</think>", re.DOTALL)
+_THINK_THEN_ANSWER = re.compile(r"</think>\s*<answer>")
 OPTION_PREFIX = re.compile(r"^\s*\(?[A-Za-z]\s*[.)]\s+")
 STRUCTURAL_TAGS = ("think", "tool_call", "observation", "answer")
 _TAG = re.compile(r"<(/?)(" + "|".join(STRUCTURAL_TAGS) + r")>")
@@ -64,6 +62,34 @@ def point_accuracy(answer: str | None, reference: Any, scale: float = 1.0) -> bo
         raise ValueError(f"point-in-box reference must be a box [x1, y1, x2, y2], got {reference!r}")
     point = read_numbers(answer, 2) if answer else None
     return point is not None and point_in_box((point[0] * scale, point[1] * scale), box)
+
+
+def tag_contents(text: str, tag: str) -> list[str]:
+    """What every ``<tag>...</tag>`` pair holds, left to right (non-overlapping, lazy), as
+    ``re.findall(r"<tag>(.*?)</tag>", text, re.DOTALL)`` gives, in linear time: that regex retries
+    from every unclosed opening, so 100 KB of ``<answer>`` took 15 s (issue 22)."""
+    opening, closing = f"<{tag}>", f"</{tag}>"
+    found: list[str] = []
+    position = 0
+    while (start := text.find(opening, position)) >= 0:
+        end = text.find(closing, start + len(opening))
+        if end < 0:
+            break
+        found.append(text[start + len(opening):end])
+        position = end + len(closing)
+    return found
+
+
+def single_turn_format(text: str) -> bool:
+    r"""``<think>...</think>`` then ``<answer>...</answer>`` and nothing else (ViGoRL's single-turn
+    format), as ``re.fullmatch(r"<think>.*?</think>\s*<answer>.*?</answer>", text, re.DOTALL)``
+    decides it, in linear time: the two bodies may hold anything, so the text fits when it opens
+    with ``<think>``, closes with ``</answer>`` and holds a ``</think>``-whitespace-``<answer>``
+    between them."""
+    head, tail = "<think>", "</answer>"
+    if len(text) < len(head) + len(tail) or not (text.startswith(head) and text.endswith(tail)):
+        return False
+    return _THINK_THEN_ANSWER.search(text, len(head), len(text) - len(tail)) is not None
 
 
 def find_coordinates(text: str) -> list[tuple[int, int]]:
@@ -121,11 +147,11 @@ class GroundedSingleTurnJudge(Judge):
         stripped = text.strip()
         for marker in END_MARKERS:
             stripped = stripped.removesuffix(marker).rstrip()
-        answers = ANSWER.findall(stripped)
+        answers = tag_contents(stripped, "answer")
         answer = answers[-1].strip() if answers else None
-        formatted = bool(SINGLE_TURN_FORMAT.fullmatch(stripped)) and bool(answer)
-        think = THINK.search(stripped)
-        points = unique_points(find_coordinates(think.group(1)), 1.0) if think else []
+        formatted = single_turn_format(stripped) and bool(answer)
+        thoughts = tag_contents(stripped, "think")
+        points = unique_points(find_coordinates(thoughts[0]), 1.0) if thoughts else []
         grounded = len(points) >= self.min_coordinates
         acc = _accuracy(self.mode, answer, reference, float(context.get("scale", self.scale)))
         value = self.acc_weight * float(acc) + (1 - self.acc_weight) * float(formatted and grounded)
@@ -253,7 +279,7 @@ class GroundedMultiTurnJudge(Judge):
         fmt = 1.0 + coordinate_bonus(len(unique), self.bonus, self.max_coordinates) if grammar.ok else 0.0
         answer = grammar.answer
         if answer is None:
-            answers = ANSWER.findall(text)
+            answers = tag_contents(text, "answer")
             answer = answers[-1].strip() if answers else None
         acc = _accuracy(self.mode, answer, reference, float(context.get("scale", self.scale)))
         value = self.acc_weight * float(acc) + (1 - self.acc_weight) * fmt

@@ -8,12 +8,11 @@ so no backend needs assistant prefill.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from PIL import Image
-from vista_plugin_vigorl.rewards import find_coordinates, strip_option
+from vista_plugin_vigorl.rewards import find_coordinates, strip_option, tag_contents
 
 from vista_rl import IMAGE_PLACEHOLDER, Message
 
@@ -43,8 +42,6 @@ WEB_ACTION_SYSTEM_PROMPT = (
 SYSTEM_PROMPTS = {"spatial": SPATIAL_SYSTEM_PROMPT, "web_grounding": WEB_GROUNDING_SYSTEM_PROMPT,
                   "web_action": WEB_ACTION_SYSTEM_PROMPT}
 
-_THINK = re.compile(r"<think>(.*?)</think>", re.DOTALL)
-_ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 
 
 def with_placeholders(question: str, images: Sequence[Image.Image]) -> str:
@@ -89,12 +86,12 @@ class Step:
 def read_step(reply: str) -> Step:
     """The first ``<answer>`` wins (a step that answers is terminal; an option letter "A. " is
     dropped); else the first ``<think>`` block; anything else is malformed (``error`` says why)."""
-    answer = _ANSWER.search(reply)
-    if answer is not None:
-        text = strip_option(answer.group(1))
+    answers = tag_contents(reply, "answer")
+    if answers:
+        text = strip_option(answers[0])
         return Step(f"<answer> {text} </answer>", answer=text)
-    think = _THINK.search(reply)
-    if think is None or not think.group(1).strip():
+    thoughts = tag_contents(reply, "think")
+    if not thoughts or not thoughts[0].strip():
         return Step("", error="the reply has neither a <think> step nor an <answer>")
-    body = think.group(1).strip()
+    body = thoughts[0].strip()
     return Step(f"<think> {body} </think>", coordinates=find_coordinates(body))
