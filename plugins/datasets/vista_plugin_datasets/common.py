@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import string
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
@@ -52,6 +53,10 @@ def resolve_inside(root: str | Path, relative: str | Path, record_id: str) -> Pa
     text = str(relative)
     if not text.strip() or "\x00" in text:
         raise PathRefused(record_id, text, root, "is empty or holds a NUL byte")
+    try:
+        os.fsencode(text)
+    except UnicodeEncodeError:  # a lone surrogate: no file can have this name
+        raise PathRefused(record_id, text, root, "is not a valid file name") from None
     posix, windows = PurePosixPath(text), PureWindowsPath(text)
     if posix.is_absolute() or windows.is_absolute() or windows.drive or text.startswith(("/", "\\")):
         raise PathRefused(record_id, text, root, "is absolute")

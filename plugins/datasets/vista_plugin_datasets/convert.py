@@ -32,6 +32,7 @@ from rich.table import Table
 
 import vista_rl
 from vista_plugin_datasets.common import PathRefused, judge_for
+from vista_plugin_datasets.records import jsonl_line
 from vista_rl import TaskRecord
 
 ImageMode = Literal["copy", "reference"]
@@ -142,7 +143,7 @@ def convert(name: str, src: str | Path, dst: str | Path, options: dict[str, Any]
             except OSError as exc:
                 result.skipped.append((record.id, str(exc)))
             else:
-                handle.write(placed.model_dump_json() + "\n")
+                handle.write(jsonl_line(placed))
                 result.written += 1
                 result.task_types[record.task_type] += 1
                 result.judges[judge_for(record)] += 1

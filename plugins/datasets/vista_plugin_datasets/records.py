@@ -45,8 +45,18 @@ class TaskDataset(Sequence[TaskRecord]):
         path = Path(path)
         with path.open("w", encoding="utf-8") as handle:
             for record in self.records:
-                handle.write(record.model_dump_json() + "\n")
+                handle.write(jsonl_line(record))
         return path
+
+
+def jsonl_line(record: TaskRecord) -> str:
+    """One JSONL line for ``record``.  A release's JSON may carry a lone surrogate (``"\\ud800"``),
+    which UTF-8 cannot encode: such a record is written with ASCII escapes, so it round-trips
+    exactly instead of failing the whole file."""
+    try:
+        return record.model_dump_json() + "\n"
+    except ValueError:  # pydantic's serialisation error on a lone surrogate
+        return json.dumps(record.model_dump(mode="json")) + "\n"
 
     def __repr__(self) -> str:
         return f"TaskDataset({self.name!r}, {len(self)} records)"
