@@ -199,3 +199,15 @@ def test_aliases_do_not_bypass_a_marker() -> None:
     with pytest.raises(config_fields.ClientConfigRefused) as caught:
         config_fields.check_client_config(Aliased, {"file": "notes"})
     assert caught.value.status == 403 and caught.value.key == "file"
+
+
+def test_a_refusal_quoting_a_lone_surrogate_is_still_a_4xx(vqa_server: BackgroundServer) -> None:
+    """The refusal quotes the client's key; a lone surrogate in it made the error itself a 500
+    (issue 22 fuzz)."""
+    import httpx
+
+    key = "k\ud800" + "x" * 300  # past the 256-character limit, so the refusal quotes it
+    body = json.dumps({"env_id": VQA, "config": {key: 1}, "count": 1})
+    response = httpx.post(f"{vqa_server.url}/sessions", content=body, headers={"content-type": "application/json"})
+    assert 400 <= response.status_code < 500 and "\\ud800" in response.json()["error"]
+    assert _serving(EnvServerClient(vqa_server.url))

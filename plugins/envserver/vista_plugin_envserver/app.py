@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import threading
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -50,6 +51,8 @@ from vista_plugin_envserver.limits import ClientLimits, LimitError
 from vista_plugin_envserver.sessions import Session, SessionError, SessionManager
 from vista_rl import Env, config_fields
 from vista_rl.serving import BearerAuth, BodyTooLarge, nesting_depth, read_limited_body, short
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -115,6 +118,9 @@ class HTTPError(Exception):
 
 
 def _error_response(status: int, message: str) -> JSONResponse:
+    # A message may quote client text holding a lone surrogate, which UTF-8 cannot encode: escape it,
+    # or the error about a bad request becomes a 500.
+    message = message.encode("utf-8", "backslashreplace").decode("utf-8")
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     return JSONResponse({"error": message, "status": status}, status_code=status, headers=headers)
 
@@ -232,6 +238,7 @@ def create_app(settings: ServerSettings, make_env: Callable[[str, dict[str, Any]
 
     @app.exception_handler(Exception)
     async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
+        log.error("internal error on %s", _request.url.path, exc_info=exc)  # the operator needs the traceback
         return _error_response(500, f"internal error: {type(exc).__name__}: {exc}")
 
     @app.get("/health")
