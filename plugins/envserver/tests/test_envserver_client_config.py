@@ -206,8 +206,8 @@ def test_a_refusal_quoting_a_lone_surrogate_is_still_a_4xx(vqa_server: Backgroun
     (issue 22 fuzz)."""
     import httpx
 
-    key = "k\ud800" + "x" * 300  # past the 256-character limit, so the refusal quotes it
-    body = json.dumps({"env_id": VQA, "config": {key: 1}, "count": 1})
+    config = {"k\ud800": "x" * 300}  # a value past the 256-character limit: the refusal quotes its key
+    body = json.dumps({"env_id": VQA, "config": config, "count": 1})
     response = httpx.post(f"{vqa_server.url}/sessions", content=body, headers={"content-type": "application/json"})
     assert 400 <= response.status_code < 500 and "\\ud800" in response.json()["error"]
     assert _serving(EnvServerClient(vqa_server.url))
