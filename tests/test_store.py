@@ -81,9 +81,12 @@ def test_reader_skips_a_torn_last_line_and_rejects_other_dirs(tmp_path):
 
 
 def test_a_crash_mid_run_leaves_every_completed_line_valid(tmp_path):
-    """A real process killed (os._exit from an env thread) in the middle of a run."""
+    """A real process killed (os._exit from an env thread) in the middle of a run.  The writer
+    writes off the rollout's thread, so the episodes still queued at the instant of the crash are
+    lost (as the ones still running are); the crash comes a moment after the others finished, as
+    in a real run where the model's forward gives the writer the time it needs."""
     script = textwrap.dedent(f"""
-        import os, sys
+        import os, sys, time
         sys.path.insert(0, {str(Path(__file__).parent.parent)!r})
         import vista_rl
         from vista_rl._plugins import PluginInfo
@@ -95,6 +98,7 @@ def test_a_crash_mid_run_leaves_every_completed_line_valid(tmp_path):
         class Crashing(CounterEnv):
             def step(self, action):
                 if self.crash:
+                    time.sleep(0.3)
                     os._exit(3)
                 return super().step(action)
             def reset(self, seed=None):
@@ -159,3 +163,64 @@ def test_writer_refuses_a_used_run_dir_and_resume_repairs_a_cut_line(tmp_path):
         writer.write(Trajectory(COUNTER, 2))
     reader = RunReader(tmp_path)
     assert [t.seed for t in reader] == [0, 1, 2] and reader.skipped_lines == 0
+
+
+def test_image_hash_is_computed_once_per_image_and_follows_a_resize(tmp_path, monkeypatch):
+    from PIL import Image
+
+    from vista_rl.store import images as store_images
+
+    image = Image.new("RGB", (8, 8), (10, 20, 30))
+    calls = []
+    real = store_images.hashlib.sha256
+    monkeypatch.setattr(store_images.hashlib, "sha256", lambda: calls.append(1) or real())
+    first = image_hash(image)
+    assert image_hash(image) == first and len(calls) == 1  # the second call used the cached digest
+    assert image_hash(image.copy()) == first and len(calls) == 2  # a copy is hashed on its own
+    image.thumbnail((4, 4))  # in place: the size changed, so the cached digest is stale
+    assert image_hash(image) == image_hash(Image.new("RGB", (4, 4), (10, 20, 30))) != first
+
+
+def test_the_fast_line_is_the_record_to_dict_gives(tmp_path):
+    from dataclasses import dataclass
+
+    from vista_rl.store.writer import to_json_line, trajectory_line
+    from vista_rl.trajectory import TokenView, ToolCallRecord
+
+    @dataclass
+    class Box:
+        x: int
+        tags: tuple
+
+    view = TokenView(input_ids=[1, 2, 3], loss_mask=[0, 1, 1], turn_ends=[2], turn_rewards=[1.0],
+                     logprobs=[0.0, -0.5, float("nan")], image_refs=["a"], alignment=["exact"])
+    trajectory = Trajectory("x", 3, turns=[Turn("obs", "Up\ud800", reward=1.0, image_refs=["a"],
+                                                tool_calls=[ToolCallRecord("zoom", {"k": (1, 2)}, "ok", 1)],
+                                                info={"box": Box(1, ("a",)), 7: {"inf": float("inf")}})],
+                            metadata={"path": Path("/a"), "set": {2}}, token_view=view, turn_views=[view])
+    fast = json.loads(trajectory_line(trajectory))
+    assert fast == json.loads(to_json_line(trajectory.to_dict()))
+    assert fast["turns"][0]["info"]["box"] == {"x": 1, "tags": ["a"]} and fast["token_view"]["logprobs"][2] is None
+    odd_key = Trajectory("x", 4, metadata={(1, 2): "tuple key"})  # json.dumps refuses it: the old path
+    assert json.loads(trajectory_line(odd_key))["metadata"] == {"(1, 2)": "tuple key"}
+
+
+def test_a_failed_image_write_is_raised_and_no_later_line_names_a_missing_image(tmp_path):
+    from PIL import Image
+
+    from vista_rl.store.writer import RunWriteError
+
+    good = Image.new("RGB", (4, 4), (1, 2, 3))
+    bad = Image.new("CMYK", (4, 4))  # PNG cannot store CMYK: save_image raises on the writer thread
+    writer = RunWriter(tmp_path, html=False)
+    writer.write(Trajectory(COUNTER, 0, initial_images=[good]))
+    writer.flush()
+    assert len((tmp_path / "trajectories.jsonl").read_text().splitlines()) == 1  # on disk before close
+    writer.write(Trajectory(COUNTER, 1, initial_images=[bad]))
+    with pytest.raises(RunWriteError, match="CMYK"):
+        writer.flush()
+    writer.write(Trajectory(COUNTER, 2, initial_images=[good]))  # accepted, never written
+    writer.close()
+    seeds = [json.loads(line)["seed"] for line in (tmp_path / "trajectories.jsonl").read_text().splitlines()]
+    assert seeds == [0]
+    assert not writer._thread.is_alive()

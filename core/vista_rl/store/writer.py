@@ -8,8 +8,18 @@
       metrics.json         summary metrics with 95% CIs (written at the end)
       trajectories.html    a self-contained viewer (images referenced relatively)
 
-A crash leaves every completed line valid: a line is written with one ``write`` call and flushed,
+A crash leaves every completed line valid: a line is written with one unbuffered ``write`` call,
 and images are written (atomically) before the line that names them.
+
+Writing is off the rollout's critical path: :meth:`RunWriter.write` hashes the images (once per image,
+see :func:`~vista_rl.store.images.image_hash`), fills in the refs and serialises the line, then hands
+the new PNGs and the line to a background thread through a bounded queue (a full queue makes
+``write`` wait, so memory stays bounded).  That thread writes each episode's new images, then its
+line, in the order ``write`` was called.  ``flush()`` waits for the queue; ``close()`` drains it and
+joins the thread.  A failed image or line write is recorded and raised (:class:`RunWriteError`) by
+the next ``write``, ``flush`` or ``close``; after it no further line is written, so no line ever
+names an image that is not on disk.  A process that dies loses only the episodes still queued;
+a normal interpreter exit without ``close`` still drains the queue.
 
 A run directory belongs to one run.  Opening a writer on a directory that already holds
 trajectories is refused (:class:`RunExistsError`), unless ``resume=True``: then a cut last line (the
@@ -22,7 +32,10 @@ from __future__ import annotations
 import json
 import math
 import platform
-from collections.abc import Mapping
+import queue
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -40,7 +53,10 @@ from vista_rl.store.layout import (
     TRAJECTORIES_FILE,
     VERSIONS_FILE,
 )
-from vista_rl.trajectory import Trajectory
+from vista_rl.trajectory import TokenView, Trajectory, Turn
+
+QUEUE_EPISODES = 64
+"""Episodes that may wait for the background writer before ``write`` blocks."""
 
 
 def _finite(value: Any) -> Any:
@@ -54,13 +70,13 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def to_json_line(data: Mapping[str, Any]) -> str:
+def to_json_line(data: Mapping[str, Any], default: Callable[[Any], Any] = json_default) -> str:
     """One strict-JSON line that any UTF-8 file takes.
 
     Model text may hold lone surrogates (``"Up\\ud800"`` from a tokenizer or a bad decode) that UTF-8
     cannot encode; such a line is written with ASCII escapes instead (``\\ud800``), which keeps the text
     exactly, so one odd reply is recorded rather than failing the whole run on write."""
-    text = json.dumps(data, default=json_default, ensure_ascii=False, allow_nan=True)
+    text = json.dumps(data, default=default, ensure_ascii=False, allow_nan=True)
     if "NaN" in text or "Infinity" in text:
         text = json.dumps(_finite(json.loads(text)), ensure_ascii=False)
     try:
@@ -84,6 +100,60 @@ def versions() -> dict[str, Any]:
 
 class RunExistsError(VistaError):
     """The run directory already holds trajectories of an earlier run."""
+
+
+class RunWriteError(VistaError):
+    """The background writer failed to write an image or a line (disk full, permissions...)."""
+
+
+def _fields_of(value: Any, skip: str = "images") -> dict[str, Any]:
+    """One level of a dataclass as a dict (no recursion: ``json.dumps`` walks lists and dicts
+    itself, and :func:`_record_default` handles nested dataclasses)."""
+    return {f.name: getattr(value, f.name) for f in fields(value) if f.name != skip}
+
+
+def _record_default(value: Any) -> Any:
+    if is_dataclass(value) and not isinstance(value, type):
+        return _fields_of(value, skip="")
+    return json_default(value)
+
+
+def _turn_record(turn: Turn) -> dict[str, Any]:
+    return _fields_of(turn)
+
+
+def _view_record(view: TokenView) -> dict[str, Any]:
+    return _fields_of(view)
+
+
+def trajectory_line(trajectory: Trajectory) -> str:
+    """The JSONL line of a trajectory: the same record as ``trajectory.to_dict()``, built one level
+    deep and left to ``json.dumps`` to walk, instead of copying every list of token ids element by
+    element first (that copy was most of the serialisation cost of a long episode).  A record the
+    fast path cannot encode (a dict key that is not a string or number) goes the old way."""
+    data: dict[str, Any] = {}
+    for f in fields(trajectory):
+        name = f.name
+        if name == "initial_images":
+            continue
+        value = getattr(trajectory, name)
+        if name == "turns":
+            value = [_turn_record(turn) for turn in value]
+        elif name == "token_view":
+            value = None if value is None else _view_record(value)
+        elif name == "turn_views":
+            value = [_view_record(view) for view in value]
+        data[name] = value
+    data["total_reward"] = trajectory.total_reward
+    data["num_turns"] = trajectory.num_turns
+    try:
+        return to_json_line(data, default=_record_default)
+    except (TypeError, ValueError, RecursionError):
+        return to_json_line(trajectory.to_dict())
+
+
+_Job = tuple[bytes, dict[str, Any]]
+"""One episode for the background writer: its line and the images it names that are not on disk."""
 
 
 EpisodeKey = tuple[str, int | None, int]
@@ -148,10 +218,11 @@ class RunWriter:
 
     ``resume=False`` (the default) refuses a directory that already holds trajectories, so a second
     run never mixes silently into the first.  ``resume=True`` repairs a cut last line and keeps the
-    records: ``recorded`` holds their episode keys and ``existing`` the records themselves."""
+    records: ``recorded`` holds their episode keys and ``existing`` the records themselves.
+    ``queue_episodes`` bounds the episodes waiting for the background writer."""
 
     def __init__(self, run_dir: str | Path, config: BaseModel | Mapping[str, Any] | None = None,
-                 *, html: bool = True, resume: bool = False) -> None:
+                 *, html: bool = True, resume: bool = False, queue_episodes: int = QUEUE_EPISODES) -> None:
         self.run_dir = Path(run_dir)
         self.images_dir = self.run_dir / IMAGES_DIR
         path = self.run_dir / TRAJECTORIES_FILE
@@ -174,28 +245,87 @@ class RunWriter:
             data = config.model_dump(mode="json") if isinstance(config, BaseModel) else dict(config)
             (self.run_dir / CONFIG_FILE).write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
         (self.run_dir / VERSIONS_FILE).write_text(json.dumps(versions(), indent=2), encoding="utf-8")
-        self._file: IO[str] | None = open(path, "a", encoding="utf-8")  # noqa: SIM115
+        # unbuffered: each line reaches the file in one write() call, never split across flushes
+        self._file: IO[bytes] | None = open(path, "ab", buffering=0)  # noqa: SIM115
+        self.errors: list[str] = []
+        self._raised = 0
+        self._queue: queue.Queue[_Job | None] = queue.Queue(maxsize=max(1, queue_episodes))
+        self._thread = threading.Thread(target=self._drain, name=f"vista-run-writer:{self.run_dir.name}")
+        self._thread.start()
 
-    def _save(self, image: Any) -> str:
-        ref = image_hash(image)
-        if ref not in self._known:
-            save_image(image, self.images_dir, ref)
-            self._known.add(ref)
-        return ref
+    def _refs(self, images: list[Any], new: dict[str, Any]) -> list[str]:
+        refs = []
+        for image in images:
+            ref = image_hash(image)
+            if ref not in self._known:
+                self._known.add(ref)
+                new[ref] = image
+            refs.append(ref)
+        return refs
 
     def write(self, trajectory: Trajectory) -> None:
-        """Save the trajectory's images, fill in their refs and append its line."""
+        """Fill in the trajectory's image refs, serialise its line and queue it (with the images not
+        yet on disk) for the background writer.  Raises :class:`RunWriteError` if an earlier
+        episode failed to be written."""
         if self._file is None:
             raise RuntimeError("the run writer is closed")
-        trajectory.initial_image_refs = [self._save(image) for image in trajectory.initial_images]
+        self._raise_errors()
+        new: dict[str, Any] = {}
+        trajectory.initial_image_refs = self._refs(trajectory.initial_images, new)
         for turn in trajectory.turns:
-            turn.image_refs = [self._save(image) for image in turn.images]
+            turn.image_refs = self._refs(turn.images, new)
         views = ([trajectory.token_view] if trajectory.token_view is not None else []) + trajectory.turn_views
         for view in views:
-            view.image_refs = [self._save(image) for image in view.images]
-        self._file.write(to_json_line(trajectory.to_dict()) + "\n")
-        self._file.flush()
+            view.image_refs = self._refs(view.images, new)
+        line = (trajectory_line(trajectory) + "\n").encode("utf-8")
+        self._queue.put((line, new))
         self.count += 1
+
+    def _drain(self) -> None:
+        """The background writer: images first, then the line, one episode at a time.  Ends on the
+        ``None`` that ``close`` queues, or when the interpreter is shutting down and the queue is empty."""
+        main = threading.main_thread()
+        while True:
+            try:
+                job = self._queue.get(timeout=0.2)
+            except queue.Empty:
+                if not main.is_alive():
+                    return
+                continue
+            try:
+                if job is None:
+                    return
+                self._write_job(job)
+            finally:
+                self._queue.task_done()
+
+    def _write_job(self, job: _Job) -> None:
+        line, images = job
+        if self.errors or self._file is None:
+            return  # after a failure no line is written: it could name an image that is missing
+        for ref, image in images.items():
+            try:
+                save_image(image, self.images_dir, ref)
+            except Exception as exc:  # noqa: BLE001 - recorded and raised on the caller's thread
+                self.errors.append(f"writing image {ref}.png failed: {type(exc).__name__}: {exc}")
+        if self.errors:
+            return
+        try:
+            self._file.write(line)
+        except Exception as exc:  # noqa: BLE001 - recorded and raised on the caller's thread
+            self.errors.append(f"writing a trajectory line failed: {type(exc).__name__}: {exc}")
+
+    def _raise_errors(self) -> None:
+        if len(self.errors) > self._raised:
+            self._raised = len(self.errors)
+            raise RunWriteError(f"{self.run_dir}: " + "; ".join(self.errors)
+                                + " (no later episode was written; the lines already on disk are complete)")
+
+    def flush(self) -> None:
+        """Wait until every queued episode is on disk; raises :class:`RunWriteError` on a failure."""
+        if self._thread.is_alive():
+            self._queue.join()
+        self._raise_errors()
 
     def write_metrics(self, metrics: Mapping[str, Any]) -> Path:
         path = self.run_dir / SUMMARY_METRICS_FILE
@@ -204,14 +334,20 @@ class RunWriter:
         return path
 
     def close(self) -> None:
+        """Drain the queue, join the writer thread, close the file, write the HTML viewer; then raise
+        :class:`RunWriteError` if any episode failed to be written."""
         if self._file is None:
             return
+        if self._thread.is_alive():
+            self._queue.put(None)
+            self._thread.join()
         self._file.close()
         self._file = None
         if self.html:
             from vista_rl.store.html import write_html
 
             write_html(self.run_dir)
+        self._raise_errors()
 
     def __enter__(self) -> RunWriter:
         return self
