@@ -36,7 +36,9 @@ class ServedTool(Tool):
         self._schema = schema
 
     def openai_schema(self) -> dict[str, Any]:
-        return self._schema
+        """The transport's current schema: an HTTP transport made while its server was down
+        learns the real one when the server answers (the name stays what prompts already use)."""
+        return self.transport.schema() or self._schema
 
     def run(self, arguments: Any, context: ToolContext) -> ToolResult:  # pragma: no cover - __call__ bypasses it
         return self.transport.call(arguments, context)

@@ -44,12 +44,15 @@ def ray_tool(tool: str, config: dict[str, Any] | None = None, *, replicas: int =
 
 
 def http_tool(tool: str, url: str | None = None, config: dict[str, Any] | None = None, *, token: str | None = None,
-              timeout_s: float = 120.0, threads: int = 16, start_timeout_s: float = 300.0) -> ServedTool:
+              timeout_s: float = 120.0, threads: int = 16, start_timeout_s: float = 300.0,
+              connect_retries: int = 2) -> ServedTool:
     """``tool`` on the tool server at ``url``; without ``url``, on a server this process starts
-    (and restarts when it dies), made with ``config``."""
+    (and restarts when it dies), made with ``config``.  A server at ``url`` that is down (at start
+    or later) makes calls return error results, each after ``connect_retries`` more tries."""
     if url is not None and config:
         raise ValueError("config= is for a server this process starts; a server at url= already made its tools")
-    settings = {"url": url, "config": config or {}, "timeout_s": timeout_s, "threads": threads}
+    settings = {"url": url, "config": config or {}, "timeout_s": timeout_s, "threads": threads,
+                "connect_retries": connect_retries}
     key = _key("http", tool, settings)
     with _lock:
         if key not in _made:
@@ -63,7 +66,8 @@ def http_tool(tool: str, url: str | None = None, config: dict[str, Any] | None =
                     server.close()
                     raise
             else:
-                transport = HttpToolTransport(tool, url, token=token, timeout_s=timeout_s)
+                transport = HttpToolTransport(tool, url, token=token, timeout_s=timeout_s,
+                                              connect_retries=connect_retries)
             _made[key] = served_tool(transport)
         return _made[key]
 
