@@ -181,3 +181,14 @@ def serve(ops):
         except Exception as exc:  # one bad request is reported, the worker keeps serving
             print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
 '''
+
+
+def stamp(report: dict[str, Any], anchor: str, ours: Sequence[str],
+          anchor_versions: dict[str, Any] | None = None) -> dict[str, Any]:
+    """``report`` with what every benchmark's JSON carries: the machine (date, load, quiet), the
+    anchor it compared against (or ``none: why``) and the versions of both sides."""
+    out = dict(report)
+    out["machine"] = {**(report.get("machine") or {}), **machine()}
+    out["anchor"] = anchor
+    out["versions"] = {"ours": dist_versions("vista-rl", *ours), "anchor": anchor_versions}
+    return out

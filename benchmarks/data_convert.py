@@ -14,6 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from _bench import stamp
 from PIL import Image
 from rich.console import Console
 from vista_plugin_datasets.convert import convert
@@ -38,7 +39,10 @@ def _release(root: Path, count: int) -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=2000)
+    parser.add_argument("--tiny", action="store_true", help="20 records (for tests)")
     args = parser.parse_args()
+    if args.tiny:
+        args.records = 20
     quiet = Console(quiet=True)
     with tempfile.TemporaryDirectory(prefix="vista-convert-bench-") as tmp:
         src = _release(Path(tmp) / "raw", args.records)
@@ -53,7 +57,8 @@ def main() -> None:
         loaded = vista_rl.make_dataset("records", path=str(Path(tmp) / "copy" / "vizwiz-val.jsonl"))
         report["read_back_seconds"] = round(time.perf_counter() - start, 3)
         report["read_back_records"] = len(loaded)
-    print(json.dumps(report))
+    print(json.dumps(stamp(report, "none: absolute throughput (no other converter of these releases)",
+                           ["vista-plugin-datasets"])))
 
 
 if __name__ == "__main__":

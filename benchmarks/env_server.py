@@ -27,6 +27,7 @@ import time
 from typing import Any
 
 import httpx
+from _bench import stamp
 from rich.progress import Progress
 from vista_plugin_envserver.client import EnvServerClient, ItemError, RemoteEnv
 
@@ -176,7 +177,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="measuring time per configuration")
     parser.add_argument("--sessions", type=int, nargs="+", default=[1, 16, 64])
+    parser.add_argument("--tiny", action="store_true", help="0.3 s at 1 and 4 sessions (for tests)")
     args = parser.parse_args()
+    if args.tiny:
+        args.seconds, args.sessions = 0.3, [1, 4]
 
     env_id, config, note = pick_env()
     report: dict[str, Any] = {"env": env_id, "env_config": config, "note": note, "cpu_count": os.cpu_count(),
@@ -200,6 +204,8 @@ def main() -> None:
     top = str(max(args.sessions))
     report["batched_vs_local_ratio"] = round(report["batched"][top]["steps_per_s"] / local, 3)
     report["target_met"] = report["batched"][top]["steps_per_s"] >= 2000
+    report = stamp(report, "the same env stepped in-process (no server), same run",
+                   ["vista-plugin-envserver", "vista-plugin-sokoban"])
     print(json.dumps(report, indent=2))
 
 

@@ -20,6 +20,7 @@ import os
 import time
 from typing import Any
 
+from _bench import stamp
 from rich.progress import Progress
 
 from vista_rl.config import RunConfig
@@ -65,7 +66,10 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=24)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--passes", type=int, default=2, help="runs of the episodes per pool; the last is reported")
+    parser.add_argument("--tiny", action="store_true", help="2 episodes, 1 and 2 workers, 1 pass (for tests)")
     args = parser.parse_args()
+    if args.tiny:
+        args.episodes, args.workers, args.passes, args.max_tokens = 2, [1, 2], 1, 4
     if args.model is None:
         from vista_rl_sdk.tiny_models import cached_tiny_model
 
@@ -88,10 +92,11 @@ def main() -> None:
     base = next((r["episodes_per_s"] for r in results if r["workers"] == 1), results[0]["episodes_per_s"])
     for result in results:
         result["speedup_vs_1"] = round(result["episodes_per_s"] / base, 3) if base else None
-    print(json.dumps({"benchmark": "eval_model_workers", "env": ENV, "model": args.model, "device": args.device,
+    print(json.dumps(stamp({"benchmark": "eval_model_workers", "env": ENV, "model": args.model, "device": args.device,
                       "episodes": args.episodes, "batch_size": args.batch_size, "max_tokens": args.max_tokens, "passes": args.passes,
                       "cpu_count": os.cpu_count(), "load_avg_1m": round(os.getloadavg()[0], 2),
-                      "results": results}, indent=2))
+                      "results": results}, "1 worker (the in-process engine), same run",
+                     ["vista-plugin-transformers", "torch", "transformers"]), indent=2))
 
 
 if __name__ == "__main__":

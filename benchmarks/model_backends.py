@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from _bench import stamp
 from PIL import Image
 
 from vista_rl.model import SamplingParams
@@ -141,7 +142,10 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--tiny", action="store_true", help="batch 2, 4 tokens, 1 repeat (for tests)")
     args = parser.parse_args()
+    if args.tiny:
+        args.batch, args.tokens, args.repeats = 2, 4, 1
     model_dir = cached_tiny_model(seed=0, cache_dir=Path(tempfile.gettempdir()) / "vista-bench-tiny")
     result = {
         "model": "tiny qwen2_5_vl (seed 0)",
@@ -150,6 +154,8 @@ def main() -> None:
         "serve": bench_serve(model_dir, args.batch, args.tokens, args.repeats),
         "vllm": bench_vllm(model_dir, args.batch, args.tokens, args.repeats),
     }
+    result = stamp(result, "a bare model.generate on the same inputs, same run (vLLM: the transformers backend)",
+                   ["vista-plugin-transformers", "vista-plugin-openai", "torch", "transformers", "vllm"])
     print(json.dumps(result, indent=2))
 
 

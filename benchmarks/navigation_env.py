@@ -24,6 +24,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from _bench import stamp
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from envs import summarize, timed  # noqa: E402  (the sibling benchmark's helpers)
 
@@ -56,8 +58,9 @@ def bench(env_id: str, n_resets: int, n_steps: int, fresh_frames: bool = False, 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer samples (smoke run)")
+    parser.add_argument("--tiny", action="store_true", help="a few samples (for tests)")
     args = parser.parse_args()
-    n_resets, n_steps = (50, 300) if args.quick else (300, 2000)
+    n_resets, n_steps = (3, 6) if args.tiny else (50, 300) if args.quick else (300, 2000)
     warnings.filterwarnings("ignore")
     started = time.perf_counter()
     results = {
@@ -78,6 +81,7 @@ def main() -> None:
                           "load_avg_1m": round(os.getloadavg()[0], 2)},
               "samples": {"resets": n_resets, "steps": n_steps}, **results,
               "navigation_over_sokoban": ratios, "wall_s": round(time.perf_counter() - started, 1)}
+    report = stamp(report, "the Sokoban env, same run", ["vista-plugin-navigation", "vista-plugin-sokoban"])
     print(json.dumps(report, indent=2))
 
 

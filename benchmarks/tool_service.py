@@ -24,6 +24,7 @@ import threading
 import time
 from typing import Any
 
+from _bench import stamp
 from PIL import Image
 
 import vista_rl
@@ -66,7 +67,10 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=8, help="calls per episode")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--modes", nargs="+", default=["in_process", "ray", "http"])
+    parser.add_argument("--tiny", action="store_true", help="the mark tool, 2 calls, in-process and HTTP (for tests)")
     args = parser.parse_args()
+    if args.tiny:
+        args.tool, args.calls, args.concurrency, args.modes = "mark", 2, [1, 2], ["in_process", "http"]
 
     workdir = tempfile.mkdtemp(prefix="vista-tool-bench-")
     if args.tool == "detector":
@@ -114,13 +118,14 @@ def main() -> None:
     ratios = {mode: {n: round(results[mode][n]["calls_per_s"] / results["in_process"][n]["calls_per_s"], 3)
                      for n in results[mode]}
               for mode in results if mode != "in_process" and "in_process" in results}
-    print(json.dumps({
+    print(json.dumps(stamp({
         "benchmark": "tool_service", "tool": tool_id, "calls_per_episode": args.calls,
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
         "startup_s": startup, "calls_per_s": {mode: {n: r["calls_per_s"] for n, r in by.items()}
                                               for mode, by in results.items()},
         "ratio_to_in_process": ratios, "details": results,
-    }, indent=2))
+    }, "the same tool in-process, same run", ["vista-plugin-toolserve", "vista-plugin-detection", "ray"]),
+        indent=2))
 
 
 if __name__ == "__main__":

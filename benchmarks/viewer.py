@@ -17,6 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from _bench import stamp
 from PIL import Image
 from rich.progress import track
 
@@ -54,7 +55,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--episodes", type=int, default=2000)
     parser.add_argument("--turns", type=int, default=4)
+    parser.add_argument("--tiny", action="store_true", help="4 episodes of 2 turns (for tests)")
     args = parser.parse_args()
+    if args.tiny:
+        args.episodes, args.turns = 4, 2
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         _write_run(root / "a", args.episodes, args.turns, 0.4)
@@ -65,13 +69,13 @@ def main() -> None:
         started = time.perf_counter()
         result = write_compare(root / "a", root / "b", root / "compare.html")
         compare_s = time.perf_counter() - started
-        print(json.dumps({
+        print(json.dumps(stamp({
             "episodes": args.episodes, "turns_per_episode": args.turns,
             "trajectories_html_s": round(html_s, 3), "trajectories_html_mb": round(page.stat().st_size / 1e6, 2),
             "episodes_per_s": round(args.episodes / html_s, 1),
             "compare_html_s": round(compare_s, 3), "compare_html_mb": round(result.path.stat().st_size / 1e6, 2),
             "compare_tally": result.tally,
-        }))
+        }, "none: absolute (no other viewer of these runs)", [])))
 
 
 if __name__ == "__main__":

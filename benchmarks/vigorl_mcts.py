@@ -16,6 +16,7 @@ import json
 import time
 from typing import Any
 
+from _bench import stamp
 from rich.progress import Progress
 from vista_plugin_vigorl.mcts.linearize import sample_chains
 from vista_plugin_vigorl.mcts.search import MctsSettings, Problem, ThoughtSearch
@@ -40,7 +41,10 @@ def main() -> None:
     parser.add_argument("--max-depth", type=int, default=10)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--plot", default=None, help="also save a bar chart of the three rates here")
+    parser.add_argument("--tiny", action="store_true", help="2 problems, 2 simulations (for tests)")
     args = parser.parse_args()
+    if args.tiny:
+        args.problems, args.simulations = 2, 2
     settings = MctsSettings.vigorl_run(n_simulations=args.simulations, max_depth=args.max_depth)
     search = ThoughtSearch(NoisyTeacher(), vista_rl.make_judge("exact"), settings, seed=args.seed)
     found = single = matched = correct = total = replies = chains = 0
@@ -73,6 +77,8 @@ def main() -> None:
         "teacher_replies_per_search": replies / n,
         "searches_per_s": n / seconds if seconds else None,
     }
+    report = stamp(report, "sampling alone from the same teacher (one sample; best-of-k at the same replies)",
+                   ["vista-plugin-vigorl"])
     print(json.dumps(report))
     if args.plot:
         plot(report["with_correct_chain"], args.plot, n)

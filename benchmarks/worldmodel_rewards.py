@@ -20,6 +20,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from _bench import stamp
 from rich.progress import Progress
 
 import vista_rl
@@ -93,15 +94,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=200)
     parser.add_argument("--envs", type=int, default=16)
+    parser.add_argument("--tiny", action="store_true", help="3 repeats, 2 envs (for tests)")
     args = parser.parse_args()
+    if args.tiny:
+        args.repeats, args.envs = 3, 2
     with Progress(transient=True) as progress:
         plain = step_times("sokoban/sokoban-v0", SOKOBAN["config"], args.repeats, progress, "plain step")
         wrapped = step_times("worldmodel/state-reward-v0", SOKOBAN, args.repeats, progress, "state-reward step")
-    print(json.dumps({
+    print(json.dumps(stamp({
         "rule_judge_us": rule_judge(args.repeats),
         "step_ms": {"plain": plain, "state_reward_rule": wrapped, "overhead": round(wrapped - plain, 4)},
         "llm_batching": llm_batching(args.envs),
-    }, indent=2))
+    }, "the plain Sokoban step (no reasoning reward), same run", ["vista-plugin-worldmodel"]), indent=2))
 
 
 if __name__ == "__main__":
