@@ -192,3 +192,16 @@ def test_ai2d_real_questions_convert_and_score():
     for record in records:  # abcLabel questions are shown the lettered diagram
         assert Path(record.images[0]) == root / "abc_images" / "0.png" and record.metadata["abc_label"] is True
     assert check_records_score_right(records, MC_ENV) == 12  # three other options, as letter and as text
+
+
+def test_iconqa_real_problems_convert_and_score_through_records_env():
+    root = fixture("iconqa")
+    records = list(load("iconqa", root=str(root)))
+    kinds = {record.metadata["ques_type"] for record in records}
+    assert len(records) == 11 and kinds == {"choose_txt", "choose_img", "fill_in_blank"}
+    by_id = {record.id: record for record in records}
+    assert by_id["iconqa-149"].choices == ["turtle", "fish", "sub"] and by_id["iconqa-149"].answer == "B"
+    assert len(by_id["iconqa-100"].images) == 5  # the question image, then the four option images
+    assert by_id["iconqa-1113"].task_type != "multiple_choice" and by_id["iconqa-1113"].answer in ("10", 10)
+    assert all(Path(path).is_file() for record in records for path in record.images)
+    assert check_records_score_right(records, RECORDS_ENV) >= 30

@@ -14,7 +14,6 @@ numbers, unit and format variants, and answers as models write them (letter only
 from __future__ import annotations
 
 import json
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -206,50 +205,12 @@ def _written(index: int, choices: list[str]) -> list[str]:
             f"Answer: {letter}", f"<think>the diagram shows it</think>{letter}"]
 
 
-# IconQA records from its project page, used when fixtures/real/iconqa is absent: iconqa/iconqa.github.io,
-# res/examples/{ques_type}/{n}/data.json @ c5ef9aba772ceb6c42081ec6da1e8b753f19d875 (the release's own
-# data.json files; "split" added, as problems.json carries it).
-ICONQA_RECORDS: dict[str, dict[str, Any]] = {
-    "149": {"question": "The first picture is a sub. Which picture is third?", "choices": ["turtle", "fish", "sub"],
-            "answer": 1, "ques_type": "choose_txt", "grade": "grade1", "label": "A25"},
-    "171": {"question": "If you select a marble without looking, how likely is it that you will pick a black one?",
-            "choices": ["probable", "impossible", "unlikely", "certain"], "answer": 2, "ques_type": "choose_txt",
-            "grade": "grade1", "label": "S2"},
-    "18": {"question": "Are there enough forks for every plate?", "choices": ["yes", "no"], "answer": 1,
-           "ques_type": "choose_txt", "grade": "kindergarten", "label": "G5"},
-    "187": {"question": "Luther is writing a letter one evening. The clock shows the time. What time is it?",
-            "choices": ["6:00 A.M.", "6:00 P.M."], "answer": 1, "ques_type": "choose_txt", "grade": "grade2",
-            "label": "Q7"},
-    "197": {"question": "On which color is the spinner less likely to land?", "choices": ["yellow", "white"],
-            "answer": 0, "ques_type": "choose_txt", "grade": "grade1", "label": "S1"},
-    "100": {"question": "Which is shaped like a cone?", "answer": 1, "ques_type": "choose_img", "grade": "grade2",
-            "choices": ["choice_0.png", "choice_1.png", "choice_2.png", "choice_3.png"], "label": "U7"},
-    "104": {"question": "Which is shaped like a cube?", "answer": 2, "ques_type": "choose_img", "grade": "grade2",
-            "choices": ["choice_0.png", "choice_1.png", "choice_2.png", "choice_3.png"], "label": "U7"},
-    "103": {"question": "How many triangles are on the frame?", "answer": "1", "ques_type": "fill_in_blank",
-            "grade": "prek", "label": "D5"},
-    "1037": {"question": "How many shapes are orange?", "answer": "3", "ques_type": "fill_in_blank",
-             "grade": "kindergarten", "label": "Q9"},
-    "1113": {"question": "Move the ruler to measure the length of the line to the nearest centimeter. The line is "
-                         "about (_) centimeters long.", "answer": "10", "ques_type": "fill_in_blank",
-             "grade": "grade2", "label": "S8"},
-    "1114": {"question": "Move the ruler to measure the length of the nail to the nearest inch. The nail is about "
-                         "(_) inches long.", "answer": "2", "ques_type": "fill_in_blank", "grade": "grade1",
-             "label": "P10"},
-}
-
-
 def _iconqa_release() -> tuple[dict[str, Any], list[Any]]:
-    """IconQA problems and the records the real adapter makes of them (images are not read)."""
+    """IconQA problems (the real-record fixture: the project page's own data.json files) and the
+    records the real adapter makes of them."""
     real = REAL / "iconqa"
-    if (real / "problems.json").is_file():
-        problems = json.loads((real / "problems.json").read_text(encoding="utf-8"))
-        splits = sorted({p["split"] for p in problems.values()})
-        return problems, [r for split in splits for r in vista_rl.make_dataset("iconqa", root=str(real), split=split)]
-    problems = {pid: problem | {"split": "test"} for pid, problem in ICONQA_RECORDS.items()}
-    with tempfile.TemporaryDirectory() as root:
-        (Path(root) / "problems.json").write_text(json.dumps(problems), encoding="utf-8")
-        return problems, list(vista_rl.make_dataset("iconqa", root=root))
+    problems = json.loads((real / "problems.json").read_text(encoding="utf-8"))
+    return problems, list(vista_rl.make_dataset("iconqa", root=str(real), split="test"))
 
 
 def iconqa_cases() -> Iterator[Case]:
