@@ -13,11 +13,14 @@ model's raw distribution.  ``logprobs_mode="raw"`` gives the raw model distribut
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from vista_plugin_transformers.chat import encode_chats
+from vista_plugin_transformers.image_cache import DEFAULT_CACHE_MB, caching_processor
 from vista_rl import Chat, Generation, ModelBackend, SamplingParams
 
 LogprobsMode = Literal["processed", "raw"]
@@ -71,12 +74,26 @@ class _LogprobRecorder:
         return torch.stack(self.values, dim=1)
 
 
+@dataclass
+class GenerateTimings:
+    """Where ``generate`` spent its time (cumulative): ``encode_s`` renders, tokenizes and runs the
+    image processor (framework work), ``model_s`` is the model's forward and sampling
+    (``model.generate``), ``finish_s`` cuts and decodes the outputs (framework work).  A benchmark
+    counts only ``model_s`` as model time."""
+
+    encode_s: float = 0.0
+    model_s: float = 0.0
+    finish_s: float = 0.0
+    calls: int = 0
+
+
 class TransformersBackend(ModelBackend):
     """Generates with a Hugging Face image-text-to-text model.
 
     ``path``: a model directory or hub id; or pass ``model`` and ``processor`` objects directly.
     ``device``: ``"auto"`` (the model's device, else CUDA if available, else CPU), ``"cpu"``,
     ``"cuda:0"``...  ``max_batch_size`` bounds the rows (chats x n) in one ``generate`` call.
+    ``image_cache_mb`` bounds the memory of processed images cached per image (0 turns the cache off).
     """
 
     def __init__(
@@ -89,6 +106,7 @@ class TransformersBackend(ModelBackend):
         logprobs_mode: LogprobsMode = "processed",
         max_batch_size: int = 64,
         trust_remote_code: bool = False,
+        image_cache_mb: float = DEFAULT_CACHE_MB,
     ) -> None:
         if model is None and path is None:
             raise ValueError("transformers backend needs path=MODEL_DIR or model=... and processor=...")
@@ -118,6 +136,10 @@ class TransformersBackend(ModelBackend):
         self.tokenizer = getattr(processor, "tokenizer", processor)
         self.logprobs_mode: LogprobsMode = logprobs_mode
         self.max_batch_size = max_batch_size
+        self.timings = GenerateTimings()
+        # the processor the backend encodes with: processed images cached per image (see image_cache)
+        self._encoder, self.image_cache = (caching_processor(processor, image_cache_mb) if image_cache_mb > 0
+                                           else (processor, None))
 
     # ------------------------------------------------------------------ token ids
     def _eos_ids(self) -> list[int]:
@@ -217,7 +239,10 @@ class TransformersBackend(ModelBackend):
             TopPLogitsWarper,
         )
 
-        inputs = encode_chats(self.processor, rows, padding_side="left").to(self.device)
+        started = time.perf_counter()
+        inputs = encode_chats(self._encoder, rows, padding_side="left").to(self.device)
+        self.timings.encode_s += time.perf_counter() - started
+        self.timings.calls += 1
         eos_ids = self._eos_ids()
         greedy = params.temperature == 0.0
         recorder = _LogprobRecorder()
@@ -246,10 +271,13 @@ class TransformersBackend(ModelBackend):
             **neutral_sampling,
         )
         prompt_length = inputs["input_ids"].shape[1]
+        before = time.perf_counter()
         with self._eval_mode(), torch.no_grad(), self._seeded(seed):
             output = self.model.generate(**inputs, generation_config=config,
                                          logits_processor=LogitsProcessorList(processors),
                                          tokenizer=self.tokenizer if params.stop else None)
+        generated = time.perf_counter()
+        self.timings.model_s += generated - before
         new_tokens = output.sequences[:, prompt_length:].cpu()
         logprobs = recorder.finish(output.sequences[:, -1]).cpu() if new_tokens.shape[1] else None
         attention = inputs["attention_mask"].cpu()
@@ -260,6 +288,7 @@ class TransformersBackend(ModelBackend):
             row_logprobs = logprobs[row].tolist() if logprobs is not None else []
             prompt = prompt_ids[row][attention[row].bool()].tolist()
             results.append(self._finish(ids, row_logprobs, prompt, eos_ids, params))
+        self.timings.finish_s += time.perf_counter() - generated
         return results
 
     def _finish(self, ids: list[int], logprobs: list[float], prompt: list[int], eos_ids: list[int],
@@ -288,4 +317,4 @@ class TransformersBackend(ModelBackend):
 
     def close(self) -> None:
         self.model = None
-        self.processor = None
+        self.processor = self._encoder = None

@@ -37,9 +37,25 @@ def chat_to_hf_messages(chat: Sequence[Message]) -> list[dict[str, Any]]:
     return messages
 
 
+_RGB_COPY = "_vista_rgb_copy"
+
+
+def as_rgb(image: Image.Image) -> Image.Image:
+    """``image`` itself when it is RGB, else its RGB conversion, made once and kept on the image: a
+    multi-turn chat passes the same history images to the processor every turn, and keeping their
+    identity lets the per-image caches (hash, processed features) find them again."""
+    if image.mode == "RGB":
+        return image
+    converted = getattr(image, _RGB_COPY, None)
+    if not isinstance(converted, Image.Image) or converted.size != image.size:
+        converted = image.convert("RGB")
+        setattr(image, _RGB_COPY, converted)
+    return converted
+
+
 def chat_images(chat: Sequence[Message]) -> list[Image.Image]:
-    """The chat's images in placeholder order, converted to RGB."""
-    return [image.convert("RGB") for message in chat for image in message.images]
+    """The chat's images in placeholder order, as RGB (see :func:`as_rgb`)."""
+    return [as_rgb(image) for message in chat for image in message.images]
 
 
 def render_chat_text(processor: Any, chat: Sequence[Message], add_generation_prompt: bool = True) -> str:

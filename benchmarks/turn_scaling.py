@@ -1,0 +1,127 @@
+"""Eval cost per env-turn as episodes grow (issue 28 item 4): is a multi-turn turn's cost flat?
+
+Sokoban (``sokoban/sokoban-v0``, one new image per turn), the tiny random Qwen2.5-VL through the
+transformers backend, 32 episodes, full history (no window), greedy, trajectories written to a run
+directory as ``vista eval`` does.  For 2, 6 and 12 turns, two backends over the same model run
+interleaved (A B B A ...), each repetition a full eval:
+
+- ``no_caches``: ``image_cache_mb=0`` (every turn runs the image processor on every image of the
+  history) and no prefix reuse, the behaviour before issue 28;
+- ``caches``: processed images cached per image (``vista_plugin_transformers.image_cache``).
+
+Prints JSON: per variant and turn count the eval cost per env-turn (median, min-max over the
+repetitions), where the backend's time went (encoding = processor work, model = ``model.generate``),
+the 12-over-2 ratio (target <= 1.5), and whether the greedy replies were identical across variants
+(they must be: the caches change speed, never outputs).
+
+    .venv/bin/python benchmarks/turn_scaling.py [--tiny] [--repeats 3] [--episodes 32] [--turns 2,6,12]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _bench import dist_versions, machine  # noqa: E402
+
+import vista_rl  # noqa: E402
+from vista_rl.config import RolloutSection, SamplingSection  # noqa: E402
+from vista_rl.rollout import RolloutEngine, episode_specs  # noqa: E402
+from vista_rl.store import RunWriter  # noqa: E402
+
+ENV_ID = "sokoban/sokoban-v0"
+TARGET_RATIO = 1.5
+
+
+def make_backends() -> dict[str, Any]:
+    from vista_plugin_transformers.backend import TransformersBackend
+
+    from vista_rl_sdk.tiny_models import cached_tiny_model
+
+    path = str(cached_tiny_model(seed=0))
+    return {"no_caches": TransformersBackend(path=path, device="cpu", image_cache_mb=0),
+            "caches": TransformersBackend(path=path, device="cpu")}
+
+
+def one_eval(backend: Any, turns: int, episodes: int, max_tokens: int) -> dict[str, Any]:
+    """One full eval; returns its wall time, env-turns, backend time split and the replies."""
+    settings = RolloutSection(max_turns=turns, batch_size=episodes,
+                              sampling=SamplingSection(temperature=0.0, max_tokens=max_tokens))
+    before = dict(vars(backend.timings))
+    replies: list[list[str]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        started = time.perf_counter()
+        with RunWriter(Path(tmp) / "run", html=False) as writer, RolloutEngine(backend, settings, seed=0) as engine:
+            for trajectory in engine.stream(episode_specs(ENV_ID, range(episodes)), ordered=True):
+                writer.write(trajectory)
+                replies.append([turn.response for turn in trajectory.turns])
+            env_turns = engine.timings.env_steps
+        wall = time.perf_counter() - started
+    spent = {key: getattr(backend.timings, key) - before[key] for key in ("encode_s", "model_s", "finish_s")}
+    return {"wall_s": wall, "env_turns": env_turns, **spent, "replies": replies}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tiny", action="store_true", help="4 episodes, 2 and 3 turns, 1 repetition")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--episodes", type=int, default=32)
+    parser.add_argument("--turns", default="2,6,12")
+    parser.add_argument("--max-tokens", type=int, default=24)
+    args = parser.parse_args()
+    if args.tiny:
+        args.repeats, args.episodes, args.turns, args.max_tokens = 1, 4, "2,3", 8
+    turn_counts = [int(value) for value in args.turns.split(",")]
+    vista_rl.host().load()
+    backends = make_backends()
+    one_eval(backends["caches"], 2, min(args.episodes, 4), args.max_tokens)  # warm-up (first-call costs)
+    one_eval(backends["no_caches"], 2, min(args.episodes, 4), args.max_tokens)
+    samples: dict[str, dict[int, list[dict[str, Any]]]] = {name: {t: [] for t in turn_counts} for name in backends}
+    identical = True
+    order = list(backends)
+    for repeat in range(args.repeats):
+        for turns in turn_counts:
+            names = order if (repeat + turns) % 2 == 0 else order[::-1]  # alternate who goes first
+            runs = {name: one_eval(backends[name], turns, args.episodes, args.max_tokens) for name in names}
+            identical &= runs["caches"]["replies"] == runs["no_caches"]["replies"]
+            for name, run in runs.items():
+                run.pop("replies")
+                samples[name][turns].append(run)
+    result: dict[str, Any] = {
+        "benchmark": "turn_scaling", "machine": machine(), "env": ENV_ID, "episodes": args.episodes,
+        "repeats": args.repeats, "max_tokens": args.max_tokens, "history": "full (no window)", "sampling": "greedy",
+        "versions": dist_versions("vista-rl", "vista-plugin-transformers", "transformers", "torch"),
+        "greedy_replies_identical": identical, "target_ratio_12_over_2": TARGET_RATIO, "variants": {},
+    }
+    for name, by_turns in samples.items():
+        rows: dict[str, Any] = {}
+        for turns, runs in by_turns.items():
+            per_turn = [1000 * run["wall_s"] / max(run["env_turns"], 1) for run in runs]
+            rows[str(turns)] = {
+                "env_turns": runs[0]["env_turns"],
+                "ms_per_env_turn": {"median": round(statistics.median(per_turn), 3),
+                                    "min": round(min(per_turn), 3), "max": round(max(per_turn), 3)},
+                **{f"{key[:-2]}_ms_per_env_turn": round(statistics.median(
+                    1000 * run[key] / max(run["env_turns"], 1) for run in runs), 3)
+                   for key in ("encode_s", "model_s", "finish_s")},
+            }
+        low, high = str(min(turn_counts)), str(max(turn_counts))
+        cost_ratio = rows[high]["ms_per_env_turn"]["median"] / rows[low]["ms_per_env_turn"]["median"]
+        result["variants"][name] = {"turns": rows, f"ratio_{high}_over_{low}": round(cost_ratio, 2)}
+    cache = backends["caches"].image_cache
+    if cache is not None:
+        result["image_cache"] = {"enabled": cache.enabled, "hits": cache.hits, "misses": cache.misses}
+    json.dump(result, sys.stdout, indent=2)
+    print()
+
+
+if __name__ == "__main__":
+    main()
