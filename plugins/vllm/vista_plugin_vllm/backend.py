@@ -86,6 +86,8 @@ class VLLMBackend(ModelBackend):
             "seed": seed,
             "logprobs_mode": _VLLM_LOGPROBS_MODE[logprobs_mode],
             "trust_remote_code": trust_remote_code,
+            # multi-turn episodes resend their whole history each turn: reuse its KV blocks (issue 28)
+            "enable_prefix_caching": True,
         }
         if kv_cache_memory_bytes is None and on_cpu:
             kv_cache_memory_bytes = DEFAULT_CPU_KV_CACHE_BYTES
