@@ -55,6 +55,17 @@ GARBAGE_ACTIONS: tuple[str, ...] = (
     *ADVERSARIAL_ACTIONS.values(),
 )
 INVALID_ACTION = "<think>hmm</think><answer>definitely-not-a-valid-action-xyz</answer>"
+#: How ``check_env`` phrases one declared action for an env without ``action_response``: the
+#: response formats of the core's parsers, tried in order until the env reports ``format_ok``.
+ACTION_PHRASINGS: tuple[str, ...] = (
+    "<think>I try {action}.</think><answer>{action}</answer>",
+    "<answer>{action}</answer>",
+    "<think><observation>x</observation><reasoning>I try {action}.</reasoning></think><answer>{action}</answer>",
+    "<think><reasoning>I try {action}.</reasoning><prediction>x</prediction></think><answer>{action}</answer>",
+    "<think><observation>x</observation><reasoning>I try {action}.</reasoning><prediction>x</prediction></think>"
+    "<answer>{action}</answer>",
+    "{action}",
+)
 
 
 class CheckFailure(AssertionError):
@@ -150,6 +161,57 @@ def _check_step(report: CheckReport, env: Env, action: str, label: str) -> StepR
     return result
 
 
+def declared_actions(env: Env) -> list[str]:
+    """The action names an env declares (``env.action_names``, a sequence of strings), or ``[]``."""
+    names = getattr(env, "action_names", None)
+    if isinstance(names, str) or not isinstance(names, Sequence):
+        return []
+    return [name for name in names if isinstance(name, str)]
+
+
+def _phrase(env: Env, action: str, phrasing: str) -> str:
+    respond = getattr(env, "action_response", None)
+    return str(respond(action)) if callable(respond) else phrasing.format(action=action)
+
+
+def _try_declared_actions(report: CheckReport, env: Env, actions: list[str],
+                          fresh: Callable[[], Env | None]) -> None:
+    """Each declared action once, from a fresh reset: none may raise, fail inside the env
+    (``info["error"]``) or be reported invalid.  Why: without an oracle the valid step was skipped, and an
+    env whose every action crashed (a Dict observation the bridge could not read) passed."""
+    phrasings = [ACTION_PHRASINGS[0]] if callable(getattr(env, "action_response", None)) else list(ACTION_PHRASINGS)
+    tried, locked = 0, False
+    for action in actions:
+        for phrasing in list(phrasings):
+            if fresh() is None:
+                return
+            label = f"declared {action!r}"
+            result = _check_step(report, env, _phrase(env, action, phrasing), label)
+            if result is None:
+                break
+            info = result.info if isinstance(result.info, dict) else {}
+            if info.get("error"):
+                tried += 1
+                report.fail(f"step on {label} action failed inside the env: {str(info['error'])[:300]}")
+                break
+            if info.get("format_ok") is False and not locked:
+                phrasings.remove(phrasing)  # not this env's response format: try the next one
+                if not phrasings:
+                    report.fail(f"no phrasing of the declared actions {actions[:5]} was accepted "
+                                "(format_ok=False); give the env an action_response(name) method or pass "
+                                "valid_action")
+                    return
+                continue
+            locked, phrasings[:] = True, [phrasing]  # the env's format: keep it for the other actions
+            tried += 1
+            if info.get("action_valid") is False:
+                report.fail(f"the {label} action was reported as action_valid=False "
+                            f"(feedback: {str(info.get('feedback', ''))[:200]!r})")
+            break
+    if tried == len(actions):
+        report.ok(f"each of the {len(actions)} declared actions was stepped once")
+
+
 def check_env(
     env: EnvFactory,
     config: dict[str, Any] | None = None,
@@ -159,8 +221,10 @@ def check_env(
     cross_process: bool = True,
 ) -> CheckReport:
     """Exercise an env: resets with several seeds, determinism within and across processes,
-    placeholder/image agreement, a valid step (the env's oracle if ``valid_action`` is None), an
-    invalid step and garbage steps (none may raise; rewards finite), and a double close.
+    placeholder/image agreement, a valid step (the env's oracle if ``valid_action`` is None; with
+    neither, each action the env declares in ``action_names`` once, from a fresh reset, phrased by the
+    env's ``action_response(name)`` or by :data:`ACTION_PHRASINGS`), an invalid step and garbage steps
+    (none may raise; rewards finite), and a double close.
 
     ``env`` is a registered id or a factory (class); instances cannot be re-created in another
     process, so pass the class.
@@ -232,6 +296,12 @@ def check_env(
             result = _check_step(report, instance, action, "valid")
             if result is not None and result.info.get("action_valid") is False:
                 report.fail("the valid (oracle) action was reported as action_valid=False")
+            if result is not None and result.info.get("error"):
+                report.fail(f"the valid (oracle) action failed inside the env: {str(result.info['error'])[:300]}")
+        elif declared_actions(instance):
+            _try_declared_actions(report, instance, declared_actions(instance), fresh)
+        else:
+            report.ok("no valid action known (no valid_action, oracle or action_names): valid step skipped")
     if fresh() is not None:
         result = _check_step(report, instance, INVALID_ACTION, "invalid")
         if result is not None and result.info.get("action_valid") is True:
