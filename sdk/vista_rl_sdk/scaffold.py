@@ -132,6 +132,7 @@ NEXT_STEPS = """Next steps:
   cd {project}
   pip install -e ".[test]"
   python -m pytest           # conformance checks (vista-rl-sdk) and the example's tests
+                             # (tests/test_*.py test the example: replace them when you replace it)
   {listing:<26} # shows your {kind}"""
 
 

@@ -1,4 +1,9 @@
-"""Behaviour of the example env: the oracle wins, a wrong answer loses, bad input is feedback."""
+"""Behaviour of the example env: the oracle wins, a wrong answer loses, bad input is feedback.
+
+These test the template's example env: replace them with tests of yours when you replace the
+example (they fail against anything else).  tests/test_*_conformance.py needs no change: it checks
+whatever the plugin registers.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""{{ cookiecutter.description }}
+"""{{ cookiecutter.description | replace('\\', '\\\\') | replace('"', '\\"') }}
 
 This module is imported whenever VISTA loads plugins, so keep it light: register lazy
 ``"module:Object"`` targets and import heavy things (Pillow drawing, simulators) only in the env
@@ -15,7 +15,7 @@ def register_envs(register: vista_rl.RegisterEnv) -> None:
     register(
         "{{ cookiecutter.plugin_name }}/{{ cookiecutter.plugin_name }}-v0",
         "{{ cookiecutter.__package_name }}.env:{{ cookiecutter.__class_prefix }}Env",
-        description="Name the colour of the square among distractor circles. One turn, seeded images.",
+        description="{{ cookiecutter.description | replace('\\', '\\\\') | replace('"', '\\"') }}",  # vista new --description
         # Keyword arguments for vista_rl_sdk.check_env in tests/test_*_conformance.py.
         check_args={"config": {"distractors": 3}},
     )

@@ -1,4 +1,9 @@
-"""Behaviour of the example judge: tolerance, number formats, garbage."""
+"""Behaviour of the example judge: tolerance, number formats, garbage.
+
+These test the template's example judge: replace them with tests of yours when you replace the
+example (they fail against anything else).  tests/test_*_conformance.py needs no change: it checks
+whatever the plugin registers.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""{{ cookiecutter.description }}
+"""{{ cookiecutter.description | replace('\\', '\\\\') | replace('"', '\\"') }}
 
 This module is imported whenever VISTA loads plugins, so keep it light: register lazy
 ``"module:Object"`` targets; the judge module loads only when the judge is made.
@@ -14,7 +14,7 @@ def register_judges(register: vista_rl.RegisterJudge) -> None:
     register(
         "{{ cookiecutter.plugin_name }}/numeric",
         "{{ cookiecutter.__package_name }}.judge:{{ cookiecutter.__class_prefix }}NumericJudge",
-        description="1.0 when the predicted number is within a relative tolerance of the reference.",
+        description="{{ cookiecutter.description | replace('\\', '\\\\') | replace('"', '\\"') }}",  # vista new --description
         # Keyword arguments for vista_rl_sdk.check_judge in tests/test_*_conformance.py.
         check_args={"reference": "42", "correct": "42.0", "wrong": ["39", "44.5", "forty-two", "-42"]},
     )

@@ -1,4 +1,9 @@
-"""Behaviour of the example tool: real rotation, clear errors for bad calls."""
+"""Behaviour of the example tool: real rotation, clear errors for bad calls.
+
+These test the template's example tool: replace them with tests of yours when you replace the
+example (they fail against anything else).  tests/test_*_conformance.py needs no change: it checks
+whatever the plugin registers.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""{{ cookiecutter.description }}
+"""{{ cookiecutter.description | replace('\\', '\\\\') | replace('"', '\\"') }}
 
 This module is imported whenever VISTA loads plugins, so keep it light: register lazy
 ``"module:Object"`` targets; the tool module (and Pillow) loads only when the tool is made.
@@ -14,7 +14,7 @@ def register_tools(register: vista_rl.RegisterTool) -> None:
     register(
         "{{ cookiecutter.plugin_name }}/rotate",
         "{{ cookiecutter.__package_name }}.tool:{{ cookiecutter.__class_prefix }}RotateTool",
-        description="Rotate one of the episode's images by 90, 180 or 270 degrees and show the result.",
+        description="{{ cookiecutter.description | replace('\\', '\\\\') | replace('"', '\\"') }}",  # vista new --description
         # Keyword arguments for vista_rl_sdk.check_tool in tests/test_*_conformance.py.
         check_args={"valid_arguments": {"angle": 90, "image_index": 0}},
     )
