@@ -132,3 +132,18 @@ def test_vista_new_description_is_the_registered_one(kind: str, tmp_path: Path,
     assert [item["description"] for item in registered] == [description]
     assert module.__doc__.startswith(description)
     monkeypatch.delitem(sys.modules, "vista_plugin_described")
+
+
+def test_no_doc_installs_the_index_s_unrelated_vista() -> None:
+    """No shell block of the docs installs ``vista``: on the package index that is an
+    autonomous-driving simulator; ours is ``vista-rl``."""
+    bare = re.compile(r"pip install\b[^\n`]*?(?<![\w/.-])vista(?![\w-])")
+    pages = [DOCS.parent / "README.md", DOCS.parent / "CONTRIBUTING.md", *DOCS.rglob("*.md"),
+             *DOCS.parent.glob("plugins/*/README.md"), *DOCS.parent.glob("templates/*/*/README.md")]
+    blocks = [(page, fence.group("body")) for page in pages if page.is_file()
+              for fence in FENCE.finditer(page.read_text()) if fence.group("lang") in ("bash", "sh", "shell", "")]
+    offenders = [f"{page.relative_to(DOCS.parent)}: {match.group(0)}" for page, body in blocks
+                 for match in bare.finditer(body)]
+    assert len(blocks) > 20
+    assert offenders == []
+    assert bare.search("pip install vista vista-rl-sdk") and not bare.search("pip install vista-rl vista-rl-sdk")
