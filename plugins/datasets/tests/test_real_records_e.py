@@ -94,14 +94,13 @@ def test_plotqa_judging_agrees_with_the_official_rule(index, prediction):
     assert ours == float(plotqa_official(prediction, str(record.answer)))
 
 
-@pytest.mark.xfail(strict=True, reason="judge bug (H4, plugins/judges numeric parsing): relaxed_numeric reads no "
-                   "scientific notation, '1e2' is 'not a number' and scores 0 for 100; PlotQA's rule (float()) "
-                   "scores it right, and models may write PlotQA's large values so (1.5e+09)")
 def test_plotqa_scientific_notation_is_read_as_the_number():
     record = plotqa_records()[1]  # answer 100
     judge_id, settings = judge_spec(record)
     assert plotqa_official("1e2", "100")
-    assert vista_rl.make_judge(judge_id, **settings)("1e2", record.answer).score == 1.0
+    judge = vista_rl.make_judge(judge_id, **settings)
+    assert judge("1e2", record.answer).score == 1.0 and judge("1.5e9", "1500000000").score == 1.0
+    assert judge("1e3", record.answer).score == 0.0
 
 
 # ---------------------------------------------------------------- CLEVR-Math

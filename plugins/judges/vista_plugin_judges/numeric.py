@@ -19,7 +19,7 @@ _HEDGES = r"(?:about|approximately|approx\.?|around|roughly|nearly|~|≈)"
 _NUMBER_RE = re.compile(
     rf"^(?:{_HEDGES}\s*)?"
     r"(?P<sign>[-+−])?\s*(?P<currency>[$€£¥])?\s*(?P<sign2>[-+−])?\s*"
-    r"(?P<number>\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)"
+    r"(?P<number>(?:\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?|\.\d+)(?:e[-+]?\d{1,3})?)"  # 1.5e9: float() reads it
     r"\s*(?P<percent>%|percent\b|per\s?cent\b)?"
     r"\s*(?P<unit>[^\d\s][^\d]{0,24})?$",
     re.IGNORECASE,
