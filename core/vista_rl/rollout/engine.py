@@ -80,9 +80,15 @@ def episode_specs(
 
 @dataclass
 class RolloutTimings:
-    """Where rollout time went (cumulative over an engine's life)."""
+    """Where rollout time went (cumulative over an engine's life).
+
+    ``model_s`` is the model's own time: all of ``backend.generate``, less the framework work the
+    backend reports doing inside it (a backend with a ``timings`` object carrying ``encode_s`` and
+    ``finish_s``, such as the transformers backend: rendering, tokenizing, the image processor,
+    decoding), which goes to ``backend_framework_s`` and so to ``overhead_s``."""
 
     model_s: float = 0.0
+    backend_framework_s: float = 0.0
     generate_calls: int = 0
     model_turns: int = 0
     env_steps: int = 0
@@ -95,7 +101,8 @@ class RolloutTimings:
         return max(0.0, self.wall_s - self.model_s)
 
     def to_dict(self) -> dict[str, float | int]:
-        return {"model_s": self.model_s, "generate_calls": self.generate_calls, "model_turns": self.model_turns,
+        return {"model_s": self.model_s, "backend_framework_s": self.backend_framework_s,
+                "generate_calls": self.generate_calls, "model_turns": self.model_turns,
                 "env_steps": self.env_steps, "tool_calls": self.tool_calls, "episodes": self.episodes,
                 "wall_s": self.wall_s, "overhead_s": self.overhead_s}
 
@@ -332,6 +339,7 @@ class RolloutEngine:
         if self._needs_oracle:
             kwargs["oracle_responses"] = [episode.oracle for episode in active]
         started = time.perf_counter()
+        framework_before = _backend_framework_s(self.backend)
         outputs: list[Any] | None
         try:
             outputs = self.backend.generate(chats, self.sampling, **kwargs)
@@ -343,7 +351,10 @@ class RolloutEngine:
                     episode.fail(reason, "model_error")
                 return None
         finally:
-            self.timings.model_s += time.perf_counter() - started
+            elapsed = time.perf_counter() - started
+            framework = min(max(_backend_framework_s(self.backend) - framework_before, 0.0), elapsed)
+            self.timings.model_s += elapsed - framework
+            self.timings.backend_framework_s += framework
             self.timings.generate_calls += 1
         self.timings.model_turns += len(active)
         return outputs
@@ -567,6 +578,16 @@ def _backend_end_tokens(backend: ModelBackend) -> set[int]:
     if isinstance(eos, (list, tuple)):
         return {int(token) for token in eos}
     return set()
+
+
+def _backend_framework_s(backend: ModelBackend) -> float:
+    """Seconds the backend reports spending on framework work inside ``generate`` so far (0 when
+    it reports nothing)."""
+    timings = getattr(backend, "timings", None)
+    try:
+        return float(getattr(timings, "encode_s", 0.0)) + float(getattr(timings, "finish_s", 0.0))
+    except (TypeError, ValueError):
+        return 0.0
 
 
 def _oracle(env: Env) -> str | None:
