@@ -16,12 +16,6 @@ from vista_plugin_transformers.server import BackgroundServer, ServeLimits, crea
 from vista_rl import Chat, Generation, Message, ModelBackend, SamplingParams, image_to_data_url
 
 
-@pytest.fixture(scope="module")
-def server(backend: TransformersBackend) -> Iterator[BackgroundServer]:
-    with BackgroundServer(create_app(backend, "tiny", batch_window_ms=50.0)) as running:
-        yield running
-
-
 def _image_request(colour: str, **extra: Any) -> dict[str, Any]:
     url = image_to_data_url(Image.new("RGB", (112, 112), colour))
     return {
@@ -86,14 +80,14 @@ def test_concurrent_requests_share_generate_calls(server: BackgroundServer) -> N
 @pytest.mark.parametrize(("payload", "status", "fragment"), [
     ({"messages": [{"role": "user", "content": "a literal <image> tag"}]}, 400, "literal <image>"),
     ({"messages": [{"role": "user", "content": [{"type": "image_url",
-                                                 "image_url": {"url": "http://example.com/a.png"}}]}]}, 400, "data: URL"),
+                                                 "image_url": {"url": "http://example.com/a.png"}}]}]}, 400, "no network"),
     ({"messages": [{"role": "user", "content": [{"type": "image_url",
                                                  "image_url": {"url": "data:image/png;base64,bm90IGFuIGltYWdl"}}]}]},
      400, "readable image"),
     ({"messages": [{"role": "wizard", "content": "hi"}]}, 400, "role"),
     ({"messages": [{"role": "user", "content": "hi"}], "temperature": -1}, 400, "temperature"),
     ({"messages": [{"role": "user", "content": "hi"}], "model": "other"}, 404, "not served"),
-    ({"messages": [{"role": "user", "content": "hi"}], "stream": True}, 400, "stream"),
+    ({"messages": [{"role": "user", "content": "hi"}], "top_logprobs": 2}, 400, "needs logprobs: true"),
 ])
 def test_bad_requests_get_clear_errors(server: BackgroundServer, payload: dict[str, Any], status: int,
                                        fragment: str) -> None:

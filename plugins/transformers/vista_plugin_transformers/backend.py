@@ -41,20 +41,27 @@ def resolve_device(device: str | None, model: Any = None) -> str:
 
 
 class _LogprobRecorder:
-    """A logits processor that records, per step, the logprob of the token sampled at that step.
+    """A logits processor that records, per step, the logprob of the token sampled at that step
+    (and, with ``top_k``, the ``top_k`` most likely tokens and their logprobs, for OpenAI's
+    ``top_logprobs``).
 
     Placed last in the processor list it sees the scores the sampler draws from (after temperature
     and top-p); placed first, the raw scores.  It keeps only one step's log-softmax at a time: at
     each call the token sampled from the previous step's scores is the last column of ``input_ids``.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, top_k: int = 0) -> None:
+        self.top_k = top_k
         self.values: list[Any] = []
+        self.top: list[tuple[Any, Any]] = []
         self._pending: Any = None
 
     def _flush(self, sampled: Any) -> None:
         if self._pending is not None:
             self.values.append(self._pending.gather(1, sampled.view(-1, 1)).squeeze(1))
+            if self.top_k:
+                best = self._pending.topk(min(self.top_k, self._pending.shape[-1]), dim=-1)
+                self.top.append((best.indices.cpu(), best.values.cpu()))
             self._pending = None
 
     def __call__(self, input_ids: Any, scores: Any) -> Any:
@@ -72,6 +79,10 @@ class _LogprobRecorder:
         if not self.values:
             return torch.zeros((last_tokens.shape[0], 0))
         return torch.stack(self.values, dim=1)
+
+    def row_top(self, row: int, steps: int) -> list[list[tuple[int, float]]]:
+        """Row ``row``'s ``(token id, logprob)`` alternatives for its first ``steps`` tokens."""
+        return [list(zip(ids[row].tolist(), values[row].tolist(), strict=True)) for ids, values in self.top[:steps]]
 
 
 @dataclass
@@ -197,13 +208,39 @@ class TransformersBackend(ModelBackend):
         return int(inputs["input_ids"].shape[1])
 
     # ------------------------------------------------------------------ generation
-    def generate(self, chats: Sequence[Chat], params: SamplingParams) -> list[list[Generation]]:
-        rows = [chat for chat in chats for _ in range(params.n)]
+    def generate(self, chats: Sequence[Chat], params: SamplingParams, *,
+                 top_logprobs: int = 0) -> list[list[Generation]]:
+        """``params.n`` generations per chat.  ``top_logprobs``: also keep each token's most likely
+        alternatives in ``Generation.metadata["top_logprobs"]`` (per token, ``(token id, logprob)``
+        pairs under the same distribution as ``logprobs``), as OpenAI's ``top_logprobs`` returns."""
+        return self._generate_all(chats, params, top_logprobs,
+                                  lambda rows: encode_chats(self._encoder, rows, padding_side="left"))
+
+    def generate_text(self, prompts: Sequence[str], params: SamplingParams, *,
+                      top_logprobs: int = 0) -> list[list[Generation]]:
+        """Like :meth:`generate` for plain text prompts sent as they are, without the chat template
+        (OpenAI's legacy ``/v1/completions``)."""
+        return self._generate_all(prompts, params, top_logprobs, self._encode_texts)
+
+    def count_text_tokens(self, prompt: str) -> int:
+        """How many tokens a plain text prompt encodes to (a server checks the context with it)."""
+        return len(self.tokenizer(prompt)["input_ids"])
+
+    def _encode_texts(self, prompts: Sequence[str]) -> Any:
+        return self.tokenizer(list(prompts), padding=True, padding_side="left", return_tensors="pt")
+
+    def _generate_all(self, prompts: Sequence[Any], params: SamplingParams, top_logprobs: int,
+                      encode: Any) -> list[list[Generation]]:
+        rows = [prompt for prompt in prompts for _ in range(params.n)]
         flat: list[Generation] = []
         for start in range(0, len(rows), self.max_batch_size):
             batch_seed = None if params.seed is None else params.seed + start
-            flat.extend(self._generate_rows(rows[start:start + self.max_batch_size], params, batch_seed))
-        return [flat[index * params.n:(index + 1) * params.n] for index in range(len(chats))]
+            started = time.perf_counter()
+            inputs = encode(rows[start:start + self.max_batch_size])
+            self.timings.encode_s += time.perf_counter() - started
+            self.timings.calls += 1
+            flat.extend(self._generate_rows(inputs, params, batch_seed, top_logprobs))
+        return [flat[index * params.n:(index + 1) * params.n] for index in range(len(prompts))]
 
     @contextmanager
     def _eval_mode(self) -> Any:
@@ -230,7 +267,8 @@ class TransformersBackend(ModelBackend):
 
         return forked()
 
-    def _generate_rows(self, rows: Sequence[Chat], params: SamplingParams, seed: int | None) -> list[Generation]:
+    def _generate_rows(self, inputs: Any, params: SamplingParams, seed: int | None,
+                       top_logprobs: int = 0) -> list[Generation]:
         import torch
         from transformers import (
             GenerationConfig,
@@ -239,13 +277,10 @@ class TransformersBackend(ModelBackend):
             TopPLogitsWarper,
         )
 
-        started = time.perf_counter()
-        inputs = encode_chats(self._encoder, rows, padding_side="left").to(self.device)
-        self.timings.encode_s += time.perf_counter() - started
-        self.timings.calls += 1
+        inputs = inputs.to(self.device)
         eos_ids = self._eos_ids()
         greedy = params.temperature == 0.0
-        recorder = _LogprobRecorder()
+        recorder = _LogprobRecorder(top_logprobs)
         # Warpers are passed explicitly (and the config's left neutral) so the recorder can sit after
         # them; a fresh GenerationConfig keeps a checkpoint's own sampling defaults (top_k, repetition
         # penalty) from silently changing the distribution SamplingParams describes.
@@ -287,7 +322,10 @@ class TransformersBackend(ModelBackend):
             ids = new_tokens[row].tolist()
             row_logprobs = logprobs[row].tolist() if logprobs is not None else []
             prompt = prompt_ids[row][attention[row].bool()].tolist()
-            results.append(self._finish(ids, row_logprobs, prompt, eos_ids, params))
+            generation = self._finish(ids, row_logprobs, prompt, eos_ids, params)
+            if top_logprobs:
+                generation.metadata["top_logprobs"] = recorder.row_top(row, len(generation.token_ids))
+            results.append(generation)
         self.timings.finish_s += time.perf_counter() - generated
         return results
 

@@ -1,7 +1,8 @@
 """OpenAI chat-completion messages to vista messages (for ``vista serve``).
 
 Images must arrive as base64 ``data:`` URLs: the server never fetches remote URLs (no network in
-tests, and fetching arbitrary URLs from a model server is a security hole).  An image's size is read
+tests, and fetching arbitrary URLs from a model server is a security hole); an ``http(s)`` URL is
+refused with a message that says so and how to send the image instead.  An image's size is read
 from its header before any pixel is decoded and charged to the request's budget
 (:class:`vista_rl.limits.ImageBudget`: pixels per image, pixels and images per request), so a
 20000x20000 PNG (1 MB on the wire, 1.2 GB decoded) or 32 blank 4096x4096 PNGs (2.5 MB on the wire,
@@ -41,6 +42,10 @@ def decode_data_url(url: str, max_pixels: int = DEFAULT_MAX_IMAGE_PIXELS,
                     budget: ImageBudget | None = None) -> Image.Image:
     """An RGB PIL image from a ``data:image/...;base64,...`` URL, refused before decoding when its
     header says it holds more than ``max_pixels`` pixels or more than ``budget`` has left."""
+    if url[:8].lower().startswith(("http://", "https://")):
+        raise MessageFormatError(
+            f"image_url {url[:60]!r}: vista serve has no network access and never fetches image URLs; download "
+            "the image yourself and send it inline as a base64 data: URL (data:image/png;base64,...)")
     if not url.startswith("data:"):
         raise MessageFormatError(f"image_url must be a base64 data: URL, got {url[:40]!r}")
     header, _, payload = url.partition(",")

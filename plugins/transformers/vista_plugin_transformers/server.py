@@ -1,4 +1,7 @@
-"""``vista serve``: an OpenAI-compatible chat-completions server over any vista model backend.
+"""``vista serve``: an OpenAI-compatible server over any vista model backend: chat completions
+(streamed as server-sent events on request, with ``top_logprobs``) and, for backends with
+``generate_text``, the legacy ``/v1/completions`` for text prompts.  Streaming replays a finished
+generation token by token (see :mod:`vista_plugin_transformers.openai_responses` for why).
 
 Concurrent requests are batched: the first waiting request opens a short window
 (``batch_window_ms``); every request with the same sampling parameters that arrives inside it joins
@@ -23,21 +26,31 @@ gets the error.  With a token set, every route but ``/health`` needs ``Authoriza
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import ValidationError
 from starlette.background import BackgroundTask
 
 from vista_plugin_transformers.openai_messages import openai_messages_to_chat
+from vista_plugin_transformers.openai_requests import ChatCompletionRequest, CompletionRequest
+from vista_plugin_transformers.openai_responses import (
+    StreamHeader,
+    TokenTexts,
+    chat_choice,
+    completion_choice,
+    stream_events,
+    usage,
+)
 from vista_rl import Chat, Generation, ModelBackend, SamplingParams
 from vista_rl.limits import (
     DEFAULT_MAX_IMAGE_PIXELS,
@@ -48,10 +61,9 @@ from vista_rl.limits import (
 )
 from vista_rl.serving import BearerAuth, BodyTooLarge, nesting_depth, read_limited_body
 
-SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1
 MAX_JSON_DEPTH = 32
-MAX_TEMPERATURE = 10.0
-MAX_TOP_LOGPROBS = 20
+RequestT = TypeVar("RequestT", ChatCompletionRequest, CompletionRequest)
+ParsedT = TypeVar("ParsedT")
 LARGE_REQUEST_BYTES = 1024 * 1024
 #: a text this many times the context length in characters cannot fit it (tokens average 3-5
 #: characters; only runs of one repeated character reach 32), so it is refused before tokenizing:
@@ -59,40 +71,17 @@ LARGE_REQUEST_BYTES = 1024 * 1024
 MAX_CHARS_PER_TOKEN = 32
 
 
-class ChatCompletionRequest(BaseModel):
-    """The subset of OpenAI's request this server honours; unknown fields are ignored."""
-
-    model_config = ConfigDict(extra="allow")
-
-    model: str | None = None
-    messages: list[dict[str, Any]]
-    temperature: float = Field(1.0, ge=0.0, le=MAX_TEMPERATURE, allow_inf_nan=False)
-    top_p: float = Field(1.0, gt=0.0, le=1.0, allow_inf_nan=False)
-    max_tokens: int | None = Field(None, ge=1)
-    max_completion_tokens: int | None = Field(None, ge=1)
-    n: int = Field(1, ge=1)
-    stop: str | list[str] | None = None
-    seed: int | None = Field(None, ge=SEED_MIN, le=SEED_MAX)
-    logprobs: bool = False
-    top_logprobs: int | None = Field(None, ge=0, le=MAX_TOP_LOGPROBS)
-    presence_penalty: float = Field(0.0, ge=-2.0, le=2.0, allow_inf_nan=False)  # OpenAI's ranges; not applied
-    frequency_penalty: float = Field(0.0, ge=-2.0, le=2.0, allow_inf_nan=False)
-    stream: bool = False
-    return_token_ids: bool = False
-
-    def sampling_params(self, default_max_tokens: int) -> SamplingParams:
-        stop = [self.stop] if isinstance(self.stop, str) else list(self.stop or [])
-        return SamplingParams(
-            temperature=self.temperature, top_p=self.top_p, n=self.n, stop=stop, seed=self.seed,
-            max_tokens=self.max_completion_tokens or self.max_tokens or default_max_tokens,
-        )
-
-
 @dataclass
 class _Pending:
-    chat: Chat
+    prompt: Chat | str
     params: SamplingParams
     future: asyncio.Future[list[Generation]]
+    kind: str = "chat"  # "chat" (backend.generate) or "text" (backend.generate_text, no chat template)
+    top_logprobs: int = 0
+
+    def group(self) -> str:
+        """Requests with the same key share one generate call."""
+        return f"{self.kind}|{self.top_logprobs}|{self.params.model_dump_json()}"
 
 
 @dataclass
@@ -132,13 +121,24 @@ class RequestBatcher:
             self._task.cancel()
         self._executor.shutdown(wait=False, cancel_futures=True)
 
-    async def submit(self, chat: Chat, params: SamplingParams) -> list[Generation]:
+    async def submit(self, prompt: Chat | str, params: SamplingParams, *, kind: str = "chat",
+                     top_logprobs: int = 0) -> list[Generation]:
         if self._queue is None:
             raise RuntimeError("batcher not started")
         future: asyncio.Future[list[Generation]] = asyncio.get_running_loop().create_future()
         self.stats.requests += 1
-        await self._queue.put(_Pending(chat, params, future))
+        await self._queue.put(_Pending(prompt, params, future, kind, top_logprobs))
         return await future
+
+    def _generate(self, members: list[_Pending]) -> list[list[Generation]]:
+        """One backend call for a group (on the generate thread).  ``top_logprobs`` is passed only
+        when asked, so a backend without it still serves every other request."""
+        first = members[0]
+        prompts: list[Any] = [member.prompt for member in members]
+        extra = {"top_logprobs": first.top_logprobs} if first.top_logprobs else {}
+        if first.kind == "text":
+            return self.backend.generate_text(prompts, first.params, **extra)  # type: ignore[attr-defined,no-any-return]
+        return self.backend.generate(prompts, first.params, **extra)
 
     async def _collect(self) -> list[_Pending]:
         assert self._queue is not None
@@ -161,32 +161,29 @@ class RequestBatcher:
             batch = await self._collect()
             groups: dict[str, list[_Pending]] = {}
             for pending in batch:
-                groups.setdefault(pending.params.model_dump_json(), []).append(pending)
+                groups.setdefault(pending.group(), []).append(pending)
             for members in groups.values():
-                params = members[0].params
                 self.stats.generate_calls += 1
                 self.stats.largest_batch = max(self.stats.largest_batch, len(members))
                 self.stats.batch_sizes.append(len(members))
                 try:
-                    outputs = await loop.run_in_executor(
-                        self._executor, self.backend.generate, [m.chat for m in members], params
-                    )
+                    outputs = await loop.run_in_executor(self._executor, self._generate, members)
                 except Exception as exc:  # noqa: BLE001 - isolate the request that caused it
                     if len(members) == 1:
                         _settle(members[0], exc)
                     else:
-                        await self._one_by_one(members, params)
+                        await self._one_by_one(members)
                     continue
                 for member, generations in zip(members, outputs, strict=True):
                     _settle(member, generations)
 
-    async def _one_by_one(self, members: list[_Pending], params: SamplingParams) -> None:
+    async def _one_by_one(self, members: list[_Pending]) -> None:
         """A batched call failed: run each request alone so only the one(s) at fault get the error."""
         loop = asyncio.get_running_loop()
         for member in members:
             self.stats.generate_calls += 1
             try:
-                outputs = await loop.run_in_executor(self._executor, self.backend.generate, [member.chat], params)
+                outputs = await loop.run_in_executor(self._executor, self._generate, [member])
                 _settle(member, outputs[0])
             except Exception as exc:  # noqa: BLE001
                 _settle(member, exc)
@@ -205,30 +202,6 @@ def _error(status: int, message: str, kind: str = "invalid_request_error") -> JS
     return JSONResponse(status_code=status, content={"error": {"message": message, "type": kind}})
 
 
-def _token_text(tokenizer: Any, token_id: int) -> str:
-    return str(tokenizer.decode([token_id])) if tokenizer is not None else str(token_id)
-
-
-def _choice(index: int, generation: Generation, want_logprobs: bool, want_ids: bool,
-            tokenizer: Any) -> dict[str, Any]:
-    choice: dict[str, Any] = {
-        "index": index,
-        "message": {"role": "assistant", "content": generation.text},
-        "finish_reason": generation.finish_reason,
-        "logprobs": None,
-    }
-    if want_logprobs and generation.logprobs is not None:
-        content = []
-        for token_id, logprob in zip(generation.token_ids, generation.logprobs, strict=False):
-            token = _token_text(tokenizer, token_id)
-            content.append({"token": token, "logprob": logprob, "bytes": list(token.encode("utf-8")),
-                            "top_logprobs": []})
-        choice["logprobs"] = {"content": content}
-    if want_ids:
-        choice["token_ids"] = list(generation.token_ids)
-    return choice
-
-
 class RequestRejected(Exception):
     """A request failed validation; ``status`` and ``message`` are what the client gets."""
 
@@ -236,6 +209,7 @@ class RequestRejected(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
+        self.large = False
 
 
 @dataclass
@@ -248,6 +222,7 @@ class ServeLimits:
     on the values one body may hold: 60 MB of tiny values parse into gigabytes of objects.
     ``max_stop_strings`` / ``max_stop_chars``: each stop string costs the generate thread work per
     vocabulary entry (300 strings of 300 characters took 7.8 s and stalled every other request).
+    ``max_prompts``: text prompts one ``/v1/completions`` request may list (each is a generation).
     """
 
     max_model_len: int | None = None
@@ -260,6 +235,7 @@ class ServeLimits:
     max_json_values: int = 1_000_000
     max_stop_strings: int = 16
     max_stop_chars: int = 256
+    max_prompts: int = 16
     validation_threads: int = 4
 
 
@@ -267,11 +243,15 @@ def create_app(backend: ModelBackend, model_name: str, *, batch_window_ms: float
                max_batch_size: int = 64, default_max_tokens: int = 256, limits: ServeLimits | None = None,
                token: str | None = None) -> FastAPI:
     """The FastAPI app: ``GET /health``, ``GET /v1/models``, ``POST /v1/chat/completions``,
-    ``GET /stats`` (batching counters)."""
+    ``POST /v1/completions`` (text prompts; when the backend has ``generate_text``), ``GET /stats``
+    (batching counters)."""
     limits = limits or ServeLimits()
     batcher = RequestBatcher(backend, window_s=batch_window_ms / 1000.0, max_batch_size=max_batch_size)
-    tokenizer = getattr(backend, "tokenizer", None)
+    texts = TokenTexts(getattr(backend, "tokenizer", None))
     check_prompt = getattr(backend, "check_prompt", None)
+    count_text_tokens = getattr(backend, "count_text_tokens", None)
+    serves_text = callable(getattr(backend, "generate_text", None))
+    serves_top_logprobs = "top_logprobs" in inspect.signature(backend.generate).parameters
     max_model_len = limits.max_model_len or getattr(backend, "max_model_len", None)
     validator = ThreadPoolExecutor(max_workers=limits.validation_threads, thread_name_prefix="vista-validate")
 
@@ -341,20 +321,23 @@ def create_app(backend: ModelBackend, model_name: str, *, batch_window_ms: float
                 raise RequestRejected(400, f"stop[{index}]: a stop string of {len(text)} characters exceeds this "
                                            f"server's limit of {limits.max_stop_chars}")
 
-    def parse(raw: bytes) -> tuple[ChatCompletionRequest, SamplingParams, Chat, int]:
-        """Everything about one request that can be checked without the model's weights."""
+    def validated(model: type[RequestT], raw: bytes) -> tuple[RequestT, SamplingParams]:
+        """The body as ``model``, with the checks every endpoint shares."""
         body = load_json(raw)
         try:
-            request = ChatCompletionRequest.model_validate(body)
+            request = model.model_validate(body)
         except ValidationError as exc:
             problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or '(body)'}: {err['msg']}"
                                  for err in exc.errors()[:5])
             raise RequestRejected(400, f"invalid request: {problems}") from None
-        if request.stream:
-            raise RequestRejected(400, "stream=true is not supported by vista serve")
         if request.model not in (None, model_name):
             raise RequestRejected(404, f"model {request.model!r} is not served here; this server has {model_name!r}")
-        asked = request.max_completion_tokens or request.max_tokens
+        problem = request.problem()
+        if problem:
+            raise RequestRejected(400, problem)
+        if request.top_logprobs_wanted and not serves_top_logprobs:
+            raise RequestRejected(400, f"this server's backend ({type(backend).__name__}) does not return top_logprobs")
+        asked = request.asked_max_tokens
         if asked is not None and asked > limits.max_tokens_limit:
             raise RequestRejected(400, f"max_tokens={asked} exceeds this server's limit of {limits.max_tokens_limit} "
                                        "(vista serve --max-tokens-limit)")
@@ -362,67 +345,153 @@ def create_app(backend: ModelBackend, model_name: str, *, batch_window_ms: float
             raise RequestRejected(400, f"n={request.n} exceeds this server's limit of {limits.max_n}")
         try:
             params = request.sampling_params(min(default_max_tokens, limits.max_tokens_limit))
-            check_stop(list(params.stop))
+        except ValidationError as exc:
+            raise RequestRejected(400, str(exc)) from None
+        check_stop(list(params.stop))
+        return request, params
+
+    def check_characters(characters: int, what: str) -> None:
+        """Refuse a text that cannot fit the context, before tokenizing it."""
+        if max_model_len is not None and characters > max_model_len * MAX_CHARS_PER_TOKEN:
+            raise RequestRejected(400, f"the {what} hold {characters:,} characters, more than this model's maximum "
+                                       f"context length of {max_model_len} tokens can hold; shorten the {what}")
+
+    def check_length(prompt_tokens: int, params: SamplingParams, what: str) -> None:
+        if max_model_len is not None and prompt_tokens + params.max_tokens > max_model_len:
+            raise RequestRejected(
+                400, f"this model's maximum context length is {max_model_len} tokens, but {prompt_tokens + params.max_tokens} "
+                     f"were requested ({prompt_tokens} in the {what}, {params.max_tokens} for the completion); "
+                     f"shorten the {what} or lower max_tokens")
+
+    def parse_chat(raw: bytes) -> tuple[ChatCompletionRequest, SamplingParams, Chat]:
+        """Everything about one chat request that can be checked without the model's weights."""
+        request, params = validated(ChatCompletionRequest, raw)
+        try:
             chat = openai_messages_to_chat(request.messages, max_image_pixels=limits.max_image_pixels,
                                            max_images=limits.max_images, max_request_pixels=limits.max_request_pixels)
-        except (ValidationError, ValueError) as exc:
+        except ValueError as exc:
             raise RequestRejected(400, str(exc)) from None
-        characters = sum(len(message.content) for message in chat)
-        if max_model_len is not None and characters > max_model_len * MAX_CHARS_PER_TOKEN:
-            raise RequestRejected(400, f"the messages hold {characters:,} characters, more than this model's maximum "
-                                       f"context length of {max_model_len} tokens can hold; shorten the messages")
+        check_characters(sum(len(message.content) for message in chat), "messages")
         prompt_tokens = 0
         if check_prompt is not None:
             try:
                 prompt_tokens = int(check_prompt(chat))
             except ValueError as exc:
                 raise RequestRejected(400, str(exc)) from None
-        if max_model_len is not None and prompt_tokens + params.max_tokens > max_model_len:
-            raise RequestRejected(
-                400, f"this model's maximum context length is {max_model_len} tokens, but {prompt_tokens + params.max_tokens} "
-                     f"were requested ({prompt_tokens} in the messages, {params.max_tokens} for the completion); "
-                     "shorten the messages or lower max_tokens")
-        return request, params, chat, prompt_tokens
+        check_length(prompt_tokens, params, "messages")
+        return request, params, chat
+
+    def parse_completion(raw: bytes) -> tuple[CompletionRequest, SamplingParams]:
+        request, params = validated(CompletionRequest, raw)
+        if not serves_text:
+            raise RequestRejected(400, f"this server's backend ({type(backend).__name__}) serves chats only; "
+                                       "use /v1/chat/completions")
+        prompts = request.prompts
+        if len(prompts) > limits.max_prompts:
+            raise RequestRejected(400, f"prompt: {len(prompts)} prompts exceed this server's limit of "
+                                       f"{limits.max_prompts} per request")
+        for index, prompt in enumerate(prompts):
+            what = "prompt" if len(prompts) == 1 else f"prompt[{index}]"
+            check_characters(len(prompt), what)
+            if count_text_tokens is not None:
+                check_length(int(count_text_tokens(prompt)), params, what)
+        return request, params
 
     def after(large: bool) -> BackgroundTask | None:
         """Once the response is sent (the request's objects dropped), give a large request's memory back."""
         return BackgroundTask(release_memory) if large else None
 
-    @app.post("/v1/chat/completions", response_model=None)
-    async def chat_completions(http_request: Request) -> JSONResponse:
-        large = False
+    async def parsed(http_request: Request, parse: Callable[[bytes], ParsedT]) -> tuple[ParsedT, bool]:
+        """The body read and validated (on a worker thread), and whether it was large (which a
+        refusal carries too, so its memory is given back either way)."""
+        raw = await read_body(http_request)
+        large = len(raw) >= LARGE_REQUEST_BYTES
         try:
-            raw = await read_body(http_request)
-            large = len(raw) >= LARGE_REQUEST_BYTES
-            request, params, chat, _ = await asyncio.get_running_loop().run_in_executor(validator, parse, raw)
-            del raw
+            return await asyncio.get_running_loop().run_in_executor(validator, parse, raw), large
         except RequestRejected as exc:
-            kind = "not_found_error" if exc.status == 404 else "invalid_request_error"
-            refused = _error(exc.status, exc.message, kind)
-            refused.background = after(large)
-            return refused
+            exc.large = large
+            raise
+
+    def refused(exc: RequestRejected) -> JSONResponse:
+        kind = "not_found_error" if exc.status == 404 else "invalid_request_error"
+        response = _error(exc.status, exc.message, kind)
+        response.background = after(exc.large)
+        return response
+
+    def failed(exc: Exception, large: bool) -> JSONResponse:
+        response = _error(500, f"generation failed: {type(exc).__name__}: {exc}", "server_error")
+        response.background = after(large)
+        return response
+
+    async def streamed(header: StreamHeader, choices: list[tuple[Generation, Any]], request: Any,
+                       total: dict[str, int], first_extra: dict[str, Any], large: bool) -> StreamingResponse:
+        """Server-sent events of a finished generation (built on a worker thread: splitting the text
+        into per-token pieces decodes every prefix)."""
+        logprobs = request.logprobs is not None and request.logprobs is not False
+        events = await asyncio.get_running_loop().run_in_executor(validator, lambda: list(stream_events(
+            header, choices, texts, logprobs=logprobs, token_ids=request.return_token_ids, total_usage=total,
+            first_extra=first_extra)))
+        return StreamingResponse(iter(events), media_type="text/event-stream", background=after(large),
+                                 headers={"cache-control": "no-cache"})
+
+    @app.post("/v1/chat/completions", response_model=None)
+    async def chat_completions(http_request: Request) -> JSONResponse | StreamingResponse:
+        try:
+            (request, params, chat), large = await parsed(http_request, parse_chat)
+        except RequestRejected as exc:
+            return refused(exc)
         large = large or any(message.images for message in chat)
         try:
-            generations = await batcher.submit(chat, params)
+            generations = await batcher.submit(chat, params, top_logprobs=request.top_logprobs_wanted)
         except Exception as exc:  # noqa: BLE001 - reported to the client as a server error
-            failed = _error(500, f"generation failed: {type(exc).__name__}: {exc}", "server_error")
-            failed.background = after(large)
-            return failed
+            return failed(exc, large)
         del chat
         prompt_ids = generations[0].prompt_token_ids or []
-        completion_tokens = sum(len(g.token_ids) for g in generations)
+        total = usage(len(prompt_ids), sum(len(g.token_ids) for g in generations))
+        extra = {"prompt_token_ids": list(prompt_ids)} if request.return_token_ids else {}
+        header = StreamHeader(f"chatcmpl-{uuid.uuid4().hex}", "chat.completion.chunk", int(time.time()), model_name,
+                              request.include_usage)
+        if request.stream:
+            return await streamed(header, [(g, 0) for g in generations], request, total, extra, large)
         response: dict[str, Any] = {
-            "id": f"chatcmpl-{uuid.uuid4().hex}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": model_name,
-            "choices": [_choice(i, g, request.logprobs, request.return_token_ids, tokenizer)
+            "id": header.id, "object": "chat.completion", "created": header.created, "model": model_name,
+            "choices": [chat_choice(i, g, texts, logprobs=request.logprobs, token_ids=request.return_token_ids)
                         for i, g in enumerate(generations)],
-            "usage": {"prompt_tokens": len(prompt_ids), "completion_tokens": completion_tokens,
-                      "total_tokens": len(prompt_ids) + completion_tokens},
+            "usage": total, **extra,
         }
-        if request.return_token_ids:
-            response["prompt_token_ids"] = list(prompt_ids)
+        return JSONResponse(response, background=after(large))
+
+    @app.post("/v1/completions", response_model=None)
+    async def completions(http_request: Request) -> JSONResponse | StreamingResponse:
+        try:
+            (request, params), large = await parsed(http_request, parse_completion)
+        except RequestRejected as exc:
+            return refused(exc)
+        prompts = request.prompts
+        try:
+            per_prompt = await asyncio.gather(*(batcher.submit(prompt, params, kind="text",
+                                                               top_logprobs=request.top_logprobs_wanted)
+                                                for prompt in prompts))
+        except Exception as exc:  # noqa: BLE001 - reported to the client as a server error
+            return failed(exc, large)
+        # choice index = prompt index * n + sample index, as OpenAI orders them
+        choices = [(generation, len(prompt)) for prompt, generations in zip(prompts, per_prompt, strict=True)
+                   for generation in generations]
+        total = usage(sum(len(gens[0].prompt_token_ids or []) for gens in per_prompt),
+                      sum(len(generation.token_ids) for generation, _ in choices))
+        extra = ({"prompt_token_ids": [list(gens[0].prompt_token_ids or []) for gens in per_prompt]}
+                 if request.return_token_ids else {})
+        header = StreamHeader(f"cmpl-{uuid.uuid4().hex}", "text_completion", int(time.time()), model_name,
+                              request.include_usage)
+        if request.stream:
+            return await streamed(header, choices, request, total, extra, large)
+        response: dict[str, Any] = {
+            "id": header.id, "object": "text_completion", "created": header.created, "model": model_name,
+            "choices": [completion_choice(index, generation, texts, logprobs=request.logprobs is not None,
+                                          prompt_chars=prompt_chars, token_ids=request.return_token_ids)
+                        for index, (generation, prompt_chars) in enumerate(choices)],
+            "usage": total, **extra,
+        }
         return JSONResponse(response, background=after(large))
 
     @app.exception_handler(Exception)
