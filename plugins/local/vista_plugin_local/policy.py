@@ -21,6 +21,8 @@ from torch import nn
 from vista_plugin_local.chat_tokens import ChatEncoder, EpisodeTokens
 from vista_plugin_local.config import LoraSection
 from vista_plugin_local.families import family_for
+from vista_plugin_local.image_input import ImageInput
+from vista_plugin_local.shared_vision import VisionFeatures, supports_precomputed
 from vista_rl import ConfigError
 
 
@@ -32,6 +34,15 @@ class Scores:
     logprobs: torch.Tensor
     entropy: torch.Tensor | None
     values: torch.Tensor | None
+
+
+class ModelBatch(dict[str, torch.Tensor]):
+    """A collated batch's tensors that also remember its images in order, so that scoring can
+    encode each unique image once (:mod:`vista_plugin_local.shared_vision`)."""
+
+    def __init__(self, tensors: dict[str, torch.Tensor], images: Sequence[ImageInput]) -> None:
+        super().__init__(tensors)
+        self.images = list(images)
 
 
 def pick_device(name: str) -> torch.device:
@@ -92,6 +103,10 @@ class Policy:
             nn.init.zeros_(self.value_head.bias)
         self.reference: Any = None
         self.lora = False
+        #: Encode each unique image once per batch in :meth:`score` (off: every occurrence, as
+        #: transformers does; tests and benchmarks compare the two).
+        self.dedup_vision = True
+        self.vision = VisionFeatures()
 
     def _text_config(self) -> Any:
         config = self.model.config
@@ -130,6 +145,15 @@ class Policy:
             return contextlib.nullcontext()
         return torch.autocast(device_type=self.device.type, dtype=self.amp_dtype)
 
+    def shared_vision(self, seqs: Sequence[EpisodeTokens], micro_batch_size: int) -> contextlib.AbstractContextManager[Any]:
+        """Within the block, :meth:`score` of the policy (not the reference) takes the features of
+        these sequences' images from one encoding of each unique image; gradients reach the vision
+        tower when the block ends (see :meth:`VisionFeatures.share`)."""
+        if not self.dedup_vision:
+            return contextlib.nullcontext()
+        return self.vision.share(self.model, [seq.images for seq in seqs], micro_batch_size, self.device,
+                                 self.autocast)
+
     # ---------------------------------------------------------------- batching
     def collate(self, seqs: Sequence[EpisodeTokens], left_pad: bool) -> dict[str, torch.Tensor]:
         width = max(len(seq) for seq in seqs)
@@ -145,7 +169,7 @@ class Policy:
         batch: dict[str, torch.Tensor] = {"input_ids": ids, "attention_mask": attention, "loss_mask": loss_mask}
         images = [image for seq in seqs for image in seq.images]
         batch.update(self.family.batch_inputs(images, ids, attention, self.encoder.image_token_id))
-        return {key: value.to(self.device) for key, value in batch.items()}
+        return ModelBatch({key: value.to(self.device) for key, value in batch.items()}, images)
 
     @staticmethod
     def _model_inputs(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -208,8 +232,14 @@ class Policy:
             else:
                 model = self.reference
         self._reset_rope_cache(model)
+        inputs: dict[str, Any] = self._model_inputs(batch)
+        images = getattr(batch, "images", None)
         with adapters_off, self.autocast():
-            out = model(**self._model_inputs(batch), output_hidden_states=values, use_cache=False)
+            if self.dedup_vision and images and "pixel_values" in inputs and supports_precomputed(model):
+                del inputs["pixel_values"]
+                inputs["mm_encoder_outputs"] = {"image": self.vision.encoder_outputs(
+                    model, images, self.device, shared=not reference)}
+            out = model(**inputs, output_hidden_states=values, use_cache=False)
         logits = out.logits.float()[:, :-1] / max(temperature, 1e-6)
         # The same distribution generation samples from: forbidden tokens are suppressed there too.
         # (A large finite value, not -inf: prompt positions hold such tokens and 0 * -inf is NaN.)

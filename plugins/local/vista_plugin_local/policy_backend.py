@@ -159,5 +159,6 @@ class PolicyBackend(ModelBackend):
                 vision = [self.images[ref] for ref in refs]
         ids, inputs = self.encoder.message_segment(message.role, message.content, images, vision)
         for ref, tensors in zip(refs, inputs, strict=False):
+            tensors.digest = ref  # the update encodes each unique image once (shared_vision)
             self.images[ref] = tensors
         return _Segment(message, ids, inputs)

@@ -48,12 +48,23 @@ from vista_plugin_local.checkpoint import (
 from vista_plugin_local.config import LocalEngineConfig, validate_engine_config
 from vista_plugin_local.evaluate import EvalResult, evaluate
 from vista_plugin_local.losses import Denominators, aggregate, clipped_policy_loss, kl_k3, value_loss
-from vista_plugin_local.metrics import EVAL_FILE, MetricsLogger, append_jsonl, plot_reward_success
+from vista_plugin_local.metrics import append_jsonl, plot_reward_success
 from vista_plugin_local.policy import Policy, autocast_dtype, load_pretrained, micro_batches, pick_device
 from vista_plugin_local.policy_backend import PolicyBackend
 from vista_plugin_local.samples import SampleBatch, TrainSample, training_samples
 from vista_plugin_local.sft_data import examples_from_turns, load_jsonl, trajectory_pieces
-from vista_rl import ConfigError, Env, SamplingParams, Trajectory, VistaError, check_estimator_config, host
+from vista_rl import (
+    ConfigError,
+    Env,
+    RunLoggers,
+    RunStatus,
+    SamplingParams,
+    Trajectory,
+    VistaError,
+    check_estimator_config,
+    check_loggers,
+    host,
+)
 from vista_rl.config import RunConfig
 from vista_rl.engine_contract import EnginePlan
 from vista_rl.rollout import EpisodeSpec, RolloutEngine, episode_specs
@@ -128,6 +139,7 @@ class LocalEngine:
             raise ConfigError(f"model.path: {path} is not a saved transformers model (no config.json there); "
                               "create a tiny one with `vista model init-tiny OUT_DIR` or point to a checkpoint")
         cfg = self.config
+        check_loggers(self.run_config.trainer.loggers)
         if cfg.trainer.steps:
             check_estimator_config(self.run_config.algorithm)
             if self.per_turn and cfg.algorithm.uses_value_head:
@@ -217,7 +229,10 @@ class LocalEngine:
         checkpoint: dict[str, Any] | None = load_checkpoint(self.run_dir) if self.resuming else None
         self.policy = self._build_policy()
         self._open_rollouts()
-        self.logger = MetricsLogger(self.run_dir)
+        # Every tracker in trainer.loggers gets the same records and config; none can stop the run.
+        self.loggers = RunLoggers(self.run_config.trainer.loggers)
+        self.loggers.start(self.run_dir, self.run_config.model_dump(mode="json"))
+        status: RunStatus = "failed"
         self.optimizer: torch.optim.Optimizer | None = None
         self.scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
         if checkpoint is not None:
@@ -231,13 +246,15 @@ class LocalEngine:
                 self._stage_start()
                 self._stage_sft(checkpoint)
                 self._stage_rl(checkpoint)
+            status = "completed"
         except KeyboardInterrupt:
+            status = "interrupted"
             path = self._save("interrupt")
             self.console.print(f"[yellow]interrupted: checkpoint saved to {path}; continue with "
                                f"`vista train --resume {self.run_dir}`[/yellow]")
             raise
         finally:
-            self.logger.close()
+            self.loggers.finish(status)
             self._close_rollouts()
         return self._finish()
 
@@ -309,7 +326,7 @@ class LocalEngine:
             metrics.update(stage="sft", step=step + 1, global_step=self.state.global_step + 1,
                            seconds=time.perf_counter() - started)
             self.state.sft_step += 1
-            self.logger.log(metrics)
+            self.loggers.log(metrics, metrics["global_step"])
             self._check_nan_limit()
             self.progress.update(task, advance=1, info=f"loss {metrics['loss']:.3f}")
             self._after_step("sft", self.state.sft_step)
@@ -359,7 +376,7 @@ class LocalEngine:
             while self.state.rl_step < trainer.steps:
                 metrics = self._rl_step()
                 self.state.rl_step += 1
-                self.logger.log(metrics)
+                self.loggers.log(metrics, metrics["global_step"])
                 self._check_nan_limit()
                 self.progress.update(task, advance=1, info=f"reward {metrics['reward_mean']:.2f} "
                                      f"success {metrics['success_rate']:.2f}")
@@ -412,11 +429,12 @@ class LocalEngine:
             return metrics
 
         started = time.perf_counter()
-        old = self._score_episodes(episodes, sampling.temperature)
+        reuse = self._old_logprobs_are_update_logprobs()
+        old = {} if reuse else self._score_episodes(episodes, sampling.temperature)
         t_logprob = time.perf_counter() - started
 
         started = time.perf_counter()
-        width = old["logprobs"].shape[1]
+        width = max(len(episode.tokens) for episode in episodes)
         if self.per_turn:
             advantages = per_turn_advantages(self.estimator, episodes, width)
             returns = torch.zeros_like(advantages)
@@ -450,6 +468,14 @@ class LocalEngine:
             self.console.print(f"[yellow]RL step {self.state.rl_step + 1}: {len(dropped)} episode(s) left out of "
                                f"the update ({dropped[0][1]}; all in {FAILURES_FILE})[/yellow]")
 
+    def _old_logprobs_are_update_logprobs(self) -> bool:
+        """One epoch over one mini-batch, no KL reference and no value head: the update's only
+        forward runs the very policy that sampled, so its detached log-probs are the old log-probs
+        (ratio 1) and a separate pass would compute the same numbers again."""
+        algorithm = self.config.algorithm
+        return (algorithm.ppo_epochs == 1 and algorithm.mini_batches == 1 and algorithm.kl_coef == 0
+                and self.policy.value_head is None)
+
     @torch.no_grad()
     def _score_episodes(self, episodes: list[TrainSample], temperature: float) -> dict[str, torch.Tensor]:
         """Rollout-time log-probs (and reference log-probs and values) of every episode, padded."""
@@ -458,14 +484,17 @@ class LocalEngine:
         wants_ref = self.config.algorithm.kl_coef > 0
         wants_values = self.policy.value_head is not None
         out: dict[str, list[torch.Tensor]] = {"logprobs": [], "ref_logprobs": [], "values": []}
-        for chunk in micro_batches(episodes, self.config.trainer.micro_batch_size):
-            tensors = self.policy.collate([episode.tokens for episode in chunk], left_pad=False)
-            scores = self.policy.score(tensors, temperature, values=wants_values)
-            out["logprobs"].append(_pad(scores.logprobs, width))
-            if scores.values is not None:
-                out["values"].append(_pad(scores.values, width))
-            if wants_ref:
-                out["ref_logprobs"].append(_pad(self.policy.score(tensors, temperature, reference=True).logprobs, width))
+        size = self.config.trainer.micro_batch_size
+        with self.policy.shared_vision([episode.tokens for episode in episodes], size):
+            for chunk in micro_batches(episodes, size):
+                tensors = self.policy.collate([episode.tokens for episode in chunk], left_pad=False)
+                scores = self.policy.score(tensors, temperature, values=wants_values)
+                out["logprobs"].append(_pad(scores.logprobs, width))
+                if scores.values is not None:
+                    out["values"].append(_pad(scores.values, width))
+                if wants_ref:
+                    ref = self.policy.score(tensors, temperature, reference=True)
+                    out["ref_logprobs"].append(_pad(ref.logprobs, width))
         return {key: torch.cat(parts).cpu() for key, parts in out.items() if parts}
 
     def _ppo_update(self, episodes: list[TrainSample], old: dict[str, torch.Tensor], advantages: torch.Tensor,
@@ -486,10 +515,11 @@ class LocalEngine:
                 denom = Denominators(tokens=float(mask_all.sum()), sequences=float(len(rows)))
                 self.optimizer.zero_grad(set_to_none=True)
                 parts: dict[str, float] = dict.fromkeys(sums, 0.0)
-                for chunk in micro_batches(rows, trainer.micro_batch_size):
-                    part = self._micro_loss(episodes, chunk, old, advantages, returns, temperature, denom)
-                    for key, value in part.items():
-                        parts[key] += value
+                with self.policy.shared_vision([episodes[r].tokens for r in rows], trainer.micro_batch_size):
+                    for chunk in micro_batches(rows, trainer.micro_batch_size):
+                        part = self._micro_loss(episodes, chunk, old, advantages, returns, temperature, denom)
+                        for key, value in part.items():
+                            parts[key] += value
                 grad_norm, finite = self._clip_and_check(trainer.max_grad_norm, parts["loss"])
                 if finite:
                     self.optimizer.step()
@@ -526,7 +556,9 @@ class LocalEngine:
             return tensor[pick, :width].to(device)
 
         scores = self.policy.score(tensors, temperature, entropy=True, values=self.policy.value_head is not None)
-        pg, clipped = clipped_policy_loss(scores.logprobs, take(old["logprobs"]), take(advantages),
+        # Without an old-log-prob pass the policy has not moved since the rollout: ratio 1.
+        old_logprobs = take(old["logprobs"]) if "logprobs" in old else scores.logprobs.detach()
+        pg, clipped = clipped_policy_loss(scores.logprobs, old_logprobs, take(advantages),
                                           algorithm.clip_ratio_low, algorithm.clip_ratio_high)
         mode = algorithm.loss_agg
         pg_loss = aggregate(pg, mask, mode, denom)
@@ -539,7 +571,7 @@ class LocalEngine:
             loss = loss + algorithm.kl_coef * kl_value
         elif algorithm.kl_coef == 0:
             with torch.no_grad():  # report the policy's drift from the rollout policy instead
-                kl_value = aggregate(kl_k3(scores.logprobs, take(old["logprobs"])), mask, mode, denom)
+                kl_value = aggregate(kl_k3(scores.logprobs, old_logprobs), mask, mode, denom)
         v_loss = torch.zeros(())
         if scores.values is not None and "values" in old:
             v_loss = aggregate(value_loss(scores.values, take(old["values"]), take(returns), algorithm.value_clip),
@@ -630,8 +662,9 @@ class LocalEngine:
             self.backend.forget_images()
         self.progress.update(task, total=1, completed=1, info=f"success {result.success}")
         record = result.to_dict()
-        record.update(rl_step=self.state.rl_step, sft_step=self.state.sft_step, global_step=self.state.global_step)
-        self.logger.log(record, file=EVAL_FILE)
+        record.update(stage="eval", rl_step=self.state.rl_step, sft_step=self.state.sft_step,
+                      global_step=self.state.global_step)
+        self.loggers.log(record, self.state.global_step)
         self.state.evals[label] = record
         self.console.print(f"eval [bold]{label}[/bold]: success {result.success} reward {result.reward} "
                            f"({result.episodes} held-out episodes)")
@@ -641,7 +674,8 @@ class LocalEngine:
         plot = plot_reward_success(self.run_dir)
         summary = {"run_dir": str(self.run_dir), "env": self.run_config.env.id,
                    "estimator": self.config.algorithm.estimator, "evals": self.state.evals,
-                   "nan_steps": self.state.nan_steps, "plot": str(plot) if plot else None}
+                   "nan_steps": self.state.nan_steps, "plot": str(plot) if plot else None,
+                   "loggers": self.loggers.report()}
         (self.run_dir / RESULTS_FILE).write_text(json.dumps(summary, indent=2))
         return summary
 
