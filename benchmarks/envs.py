@@ -163,11 +163,18 @@ def gymnasium_frozenlake() -> dict[str, Any]:
                            is_slippery=False)
     walker.reset(seed=0)
 
+    made: list[Any] = []
+
     def new_map(i: int) -> None:
         env = FrozenLakeEnv(desc=generate_random_map(size=4, p=0.8, seed=i), render_mode="rgb_array",
                             is_slippery=False)
         env.reset(seed=i)
         env.render()
+        made.append(env)
+
+    def close_made() -> None:  # untimed: envs left open would pile up pygame state and slow every render
+        while made:
+            made.pop().close()
 
     def kept_map(i: int) -> None:
         kept.reset(seed=i)
@@ -180,7 +187,7 @@ def gymnasium_frozenlake() -> dict[str, Any]:
             walker.reset(seed=i)
 
     return {"version": gymnasium.__version__,
-            "reset_new_map_per_seed": lambda s, n: timed(new_map, n, s),
+            "reset_new_map_per_seed": lambda s, n: timed(new_map, n, s, before=close_made),
             "reset_kept_map": lambda s, n: timed(kept_map, n, s),
             "step_render": lambda s, n: timed(step, n, s)}
 

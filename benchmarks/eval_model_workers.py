@@ -66,10 +66,10 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=24)
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--passes", type=int, default=2, help="runs of the episodes per pool; the last is reported")
-    parser.add_argument("--tiny", action="store_true", help="2 episodes, 1 and 2 workers, 1 pass (for tests)")
+    parser.add_argument("--tiny", action="store_true", help="2 episodes, 1 worker (in-process), 1 pass (for tests)")
     args = parser.parse_args()
     if args.tiny:
-        args.episodes, args.workers, args.passes, args.max_tokens = 2, [1, 2], 1, 4
+        args.episodes, args.workers, args.passes, args.max_tokens = 2, [1], 1, 4
     if args.model is None:
         from vista_rl_sdk.tiny_models import cached_tiny_model
 

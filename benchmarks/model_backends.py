@@ -151,7 +151,8 @@ def main() -> None:
         "model": "tiny qwen2_5_vl (seed 0)",
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
         "transformers": bench_transformers(model_dir, args.batch, args.tokens, args.repeats),
-        "serve": bench_serve(model_dir, args.batch, args.tokens, args.repeats),
+        "serve": {"status": "skipped: --tiny (a server start is minutes on a loaded machine)"} if args.tiny
+        else bench_serve(model_dir, args.batch, args.tokens, args.repeats),
         "vllm": bench_vllm(model_dir, args.batch, args.tokens, args.repeats),
     }
     result = stamp(result, "a bare model.generate on the same inputs, same run (vLLM: the transformers backend)",

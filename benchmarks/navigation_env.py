@@ -18,16 +18,17 @@ import json
 import os
 import platform
 import random
-import sys
 import time
 import warnings
-from pathlib import Path
 from typing import Any
 
-from _bench import stamp
+from _bench import stamp, timed
+from _bench import summarize as _summarize
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from envs import summarize, timed  # noqa: E402  (the sibling benchmark's helpers)
+
+def summarize(samples: list[float]) -> dict[str, float]:
+    """Median and min-max (ms), and the rate over all samples (calls per second)."""
+    return {**_summarize(samples), "per_s": round(len(samples) / sum(samples), 1)}
 
 
 def bench(env_id: str, n_resets: int, n_steps: int, fresh_frames: bool = False, **config: Any) -> dict[str, Any]:
