@@ -115,3 +115,17 @@ def test_an_https_image_url_is_refused_with_what_to_send_instead(client: openai.
             {"type": "image_url", "image_url": {"url": "https://example.com/grid.png"}}]}])
     message = str(refused.value)
     assert "no network" in message and "data:" in message
+
+
+def test_stream_pieces_join_to_the_text_even_mid_character_or_cut(backend: TransformersBackend) -> None:
+    from vista_plugin_transformers.openai_responses import TokenTexts
+
+    texts = TokenTexts(backend.tokenizer)
+    ids = [(index * 37) % 500 for index in range(300)]  # the tiny vocabulary holds many half characters
+    full = backend.tokenizer.decode(ids, skip_special_tokens=True)
+    pieces = texts.pieces(ids, full)
+    assert len(pieces) == len(ids) and "".join(pieces) == full
+    # no piece runs ahead of its token: the first 100 pieces are text the first 100 tokens decode to
+    assert backend.tokenizer.decode(ids[:100], skip_special_tokens=True).startswith("".join(pieces[:100]))
+    cut = full[: len(full) // 2]  # what a stop string leaves
+    assert "".join(texts.pieces(ids, cut)) == cut

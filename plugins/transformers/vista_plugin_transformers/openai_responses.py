@@ -80,13 +80,18 @@ class TokenTexts:
             return [text] if text else []
         if self.tokenizer is None:  # no way to split: the whole text on the first token
             return [text] + [""] * (len(token_ids) - 1)
+        # incremental detokenization (as vLLM does): decode only the tokens since the last complete
+        # character, so the cost is linear (decoding every prefix took 10.8 s for 4096 tokens)
         ends: list[int] = []
-        last = 0
-        for count in range(1, len(token_ids) + 1):
-            prefix = str(self.tokenizer.decode(list(token_ids[:count]), skip_special_tokens=True))
-            if not prefix.endswith("\ufffd"):
-                last = max(last, min(len(prefix), len(text)))
-            ends.append(last)
+        produced = prefix_offset = read_offset = 0
+        ids = list(token_ids)
+        for index in range(len(ids)):
+            before = str(self.tokenizer.decode(ids[prefix_offset:read_offset], skip_special_tokens=True))
+            after = str(self.tokenizer.decode(ids[prefix_offset:index + 1], skip_special_tokens=True))
+            if len(after) > len(before) and not after.endswith("\ufffd"):
+                produced += len(after) - len(before)
+                prefix_offset, read_offset = read_offset, index + 1
+            ends.append(min(produced, len(text)))
         ends[-1] = len(text)
         return [text[start:end] for start, end in zip([0, *ends[:-1]], ends, strict=True)]
 
