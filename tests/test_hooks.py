@@ -156,6 +156,24 @@ def test_hook_register_engines(doc_example: LoadExample, tmp_path: Path,
     assert json.loads((out / "status.json").read_text())["status"] == "completed"
 
 
+def test_hook_register_loggers(doc_example: LoadExample, tmp_path: Path) -> None:
+    """The page's logger is listed, made with a trainer.loggers entry's options, and gets the run's records."""
+    package, info = doc_example("register_loggers")
+    assert info.items["loggers"] == ["tsv"] and f"{package}.tsv" not in sys.modules
+    from vista_rl.cli import build_cli
+
+    result = CliRunner().invoke(build_cli(), ["loggers", "--json"])
+    assert result.exit_code == 0 and "tsv" in [item["id"] for item in json.loads(result.output)]
+    loggers = vista_rl.RunLoggers([{"id": "tsv", "filename": "run.tsv"}])
+    loggers.start(tmp_path, {"seed": 7})
+    loggers.log({"stage": "rl", "step": 1, "global_step": 3, "reward_mean": 0.5, "label": "x"}, 3)
+    loggers.log({"stage": "eval", "global_step": 3, "success": {"value": 1.0, "ci95_low": 0.2}}, 3)
+    loggers.finish("completed")
+    assert (tmp_path / "run.tsv").read_text() == (
+        "# seed 7\n3\trl/reward_mean\t0.5\n3\teval/success/value\t1.0\n3\teval/success/ci95_low\t0.2\n# completed\n")
+    assert json.loads((tmp_path / "loggers.json").read_text()) == {"tsv": {"status": "ok"}}
+
+
 def test_hook_register_commands(doc_example: LoadExample) -> None:
     _, info = doc_example("register_commands")
     group = click.Group("vista")

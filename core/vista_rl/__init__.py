@@ -33,6 +33,7 @@ from vista_rl.hookspecs import (
     RegisterEnv,
     RegisterEstimator,
     RegisterJudge,
+    RegisterLogger,
     RegisterModel,
     RegisterModelFamily,
     RegisterTool,
@@ -41,6 +42,8 @@ from vista_rl.hookspecs import (
 )
 from vista_rl.judge import Judge, JudgeResult
 from vista_rl.judges import normalize_answer, strip_reasoning
+from vista_rl.logger import LoggerWarning, MetricsLogger, RunStatus, flat_config, scalar_metrics
+from vista_rl.loggers import RunLoggers, check_loggers
 from vista_rl.model import Generation, ModelBackend, SamplingParams
 from vista_rl.model_family import ModelFamily
 from vista_rl.observation import (
@@ -77,6 +80,11 @@ def make_tool(tool_id: str, /, **config: Any) -> Tool:
 def make_judge(judge_id: str, /, **config: Any) -> Judge:
     """Create a registered reward judge with ``config``."""
     return cast(Judge, host().make("judges", judge_id, **config))
+
+
+def make_logger(logger_id: str, /, **options: Any) -> MetricsLogger:
+    """Create a registered experiment tracker (what a ``trainer.loggers`` entry names) with ``options``."""
+    return cast(MetricsLogger, host().make("loggers", logger_id, **options))
 
 
 def make_estimator(estimator_id: str, /, **params: Any) -> AdvantageEstimator:
@@ -119,6 +127,8 @@ __all__ = [
     "ItemSpec",
     "Judge",
     "JudgeResult",
+    "LoggerWarning",
+    "MetricsLogger",
     "Message",
     "ModelBackend",
     "ModelFamily",
@@ -134,10 +144,13 @@ __all__ = [
     "RegisterEnv",
     "RegisterEstimator",
     "RegisterJudge",
+    "RegisterLogger",
     "RegisterModel",
     "RegisterModelFamily",
     "RegisterTool",
     "ResponseFormat",
+    "RunLoggers",
+    "RunStatus",
     "SamplingParams",
     "StepResult",
     "TaskRecord",
@@ -151,6 +164,7 @@ __all__ = [
     "VistaError",
     "count_placeholders",
     "escape_placeholders",
+    "flat_config",
     "episode_seed",
     "get_plugins",
     "hookimpl",
@@ -164,14 +178,17 @@ __all__ = [
     "make_env",
     "make_estimator",
     "make_judge",
+    "make_logger",
     "make_model",
     "make_tool",
     "normalize_answer",
     "strip_reasoning",
     "observation_fingerprint",
     "parse_response",
+    "scalar_metrics",
     "split_actions",
     "resolve_import_path",
     "check_estimator_config",
+    "check_loggers",
     "config_fields",
 ]

@@ -79,6 +79,7 @@ KINDS: dict[str, tuple[str, bool]] = {
     "models": ("register_models", True),
     "engines": ("register_engines", True),
     "families": ("register_model_families", True),
+    "loggers": ("register_loggers", True),
 }
 
 

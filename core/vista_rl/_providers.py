@@ -42,6 +42,7 @@ FIRST_PARTY_DISTRIBUTIONS: frozenset[str] = frozenset({
     "vista-plugin-sokoban",
     "vista-plugin-svg",
     "vista-plugin-tools",
+    "vista-plugin-trackers",
     "vista-plugin-toolserve",
     "vista-plugin-transformers",
     "vista-plugin-verl",

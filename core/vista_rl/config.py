@@ -158,6 +158,17 @@ class TrainerSection(Section):
     checkpoint_every: int = Field(0, ge=0, description="steps between checkpoints (0: only at the end)")
     keep_checkpoints: int = Field(2, ge=1)
     eval_every: int = Field(0, ge=0, description="RL steps between held-out evals (0: only at the end)")
+    loggers: list[str | dict[str, Any]] = Field(
+        default_factory=lambda: list[str | dict[str, Any]](["tensorboard", "jsonl"]),
+        description="experiment trackers fed every step's metrics and the run config (`vista loggers` lists "
+        "them): a registered id, or {id: ID, **options} (e.g. {id: wandb, project: my-project})")
+
+    @model_validator(mode="after")
+    def _logger_entries(self) -> TrainerSection:
+        for index, entry in enumerate(self.loggers):
+            if isinstance(entry, dict) and not isinstance(entry.get("id"), str):
+                raise ValueError(f"trainer.loggers[{index}]: a mapping entry needs an 'id' naming the logger")
+        return self
 
 
 class SftSection(Section):

@@ -22,6 +22,7 @@ from vista_rl.engine_contract import EngineFactory
 from vista_rl.env import Env
 from vista_rl.estimator import AdvantageOutput
 from vista_rl.judge import Judge
+from vista_rl.logger import MetricsLogger
 from vista_rl.model import ModelBackend
 from vista_rl.model_family import ModelFamily
 from vista_rl.task import TaskRecord
@@ -71,6 +72,9 @@ RegisterEngine = Register[EngineFactory]
 #: ``register`` of :func:`register_model_families`: a class or factory returning a
 #: :class:`~vista_rl.ModelFamily` (what the local engine must know about one VLM family).
 RegisterModelFamily = Register[Callable[..., ModelFamily]]
+#: ``register`` of :func:`register_loggers`: a class or factory returning a :class:`~vista_rl.MetricsLogger`
+#: (called with the options of the ``trainer.loggers`` entry).
+RegisterLogger = Register[Callable[..., MetricsLogger]]
 
 
 @hookspec
@@ -112,6 +116,11 @@ def register_engines(register: RegisterEngine) -> None:
 def register_model_families(register: RegisterModelFamily) -> None:
     """Register VLM families for the local engine (chat layout, image tokens, vision tensors):
     ``register(id, target, **metadata)``."""
+
+
+@hookspec
+def register_loggers(register: RegisterLogger) -> None:
+    """Register experiment trackers that runs name in ``trainer.loggers``: ``register(id, target, **metadata)``."""
 
 
 @hookspec

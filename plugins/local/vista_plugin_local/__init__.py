@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from vista_rl.hookspecs import RegisterEngine, RegisterModelFamily, hookimpl
+from vista_rl.hookspecs import RegisterEngine, RegisterLogger, RegisterModelFamily, hookimpl
 
 if TYPE_CHECKING:
     from vista_plugin_local.trainer import LocalEngine
 
-__all__ = ["LocalEngine", "register_engines", "register_model_families"]
+__all__ = ["LocalEngine", "register_engines", "register_loggers", "register_model_families"]
 
 
 @hookimpl
@@ -31,6 +31,14 @@ def register_model_families(register: RegisterModelFamily) -> None:
              description="Qwen2-VL / Qwen2.5-VL: <|image_pad|> tokens, patch grids, M-RoPE")
     register("internvl", "vista_plugin_local.families:InternVLFamily",
              description="InternVL (transformers-native): <img><IMG_CONTEXT>...</img> tiles, 1-D RoPE")
+
+
+@hookimpl
+def register_loggers(register: RegisterLogger) -> None:
+    register("jsonl", "vista_plugin_local.metrics:JsonlLogger",
+             description="the run's record: metrics.jsonl per step, eval.jsonl per held-out evaluation")
+    register("tensorboard", "vista_plugin_local.metrics:TensorBoardLogger",
+             description="scalars to RUN_DIR/tensorboard (needs the tensorboard package)")
 
 
 def __getattr__(name: str) -> Any:

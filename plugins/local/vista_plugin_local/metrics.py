@@ -1,17 +1,17 @@
-"""Per-step metrics to JSONL (the record) and TensorBoard (the view), and the PNG plot of reward and
-success.  TensorBoard and matplotlib are optional: without them the JSONL is still complete."""
+"""The local engine's own loggers, registered as ``jsonl`` (the record) and ``tensorboard`` (the view)
+through ``register_loggers`` like any tracker, and the PNG plot of reward and success.  TensorBoard and
+matplotlib are optional: without them the JSONL is still complete."""
 
 from __future__ import annotations
 
 import errno
 import json
-import math
-import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from vista_plugin_local.checkpoint import DiskFullError
+from vista_rl import MetricsLogger, RunStatus, scalar_metrics
 from vista_rl.store import json_default
 
 STEP_METRICS_FILE = "metrics.jsonl"  # per-step log of a training run (not the eval summary metrics.json)
@@ -40,35 +40,47 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-class MetricsLogger:
-    """Writes one JSON line per step and mirrors scalars to TensorBoard when it is installed."""
+class JsonlLogger(MetricsLogger):
+    """The run's own record (``trainer.loggers: [jsonl]``): one JSON line per training step in
+    ``metrics.jsonl`` and per held-out evaluation (``stage: eval``) in ``eval.jsonl``, exactly as the
+    engine made it; the plot and ``vista`` read these files."""
 
-    def __init__(self, run_dir: Path) -> None:
+    def __init__(self) -> None:
+        self.run_dir: Path | None = None
+
+    def start(self, run_dir: Path, config: dict[str, Any]) -> None:
         self.run_dir = run_dir
-        self._tb: Any = None
+
+    def log(self, metrics: dict[str, Any], step: int) -> None:
+        assert self.run_dir is not None, "start() first"
+        append_jsonl(self.run_dir / (EVAL_FILE if metrics.get("stage") == "eval" else STEP_METRICS_FILE), metrics)
+
+
+class TensorBoardLogger(MetricsLogger):
+    """Scalars to ``RUN_DIR/tensorboard`` (``trainer.loggers: [tensorboard]``), named as every logger
+    names them (:func:`vista_rl.scalar_metrics`: ``rl/reward_mean``, ``eval/success/value``)."""
+
+    def __init__(self, log_dir: str = "tensorboard") -> None:
+        self.log_dir = log_dir
+        self._writer: Any = None
+
+    def start(self, run_dir: Path, config: dict[str, Any]) -> None:
         try:
             from torch.utils.tensorboard import SummaryWriter
+        except ImportError as exc:
+            raise RuntimeError("tensorboard is not installed (pip install tensorboard); "
+                               "or leave tensorboard out of trainer.loggers") from exc
+        self._writer = SummaryWriter(log_dir=str(run_dir / self.log_dir))
+        self._writer.add_text("config", "```\n" + json.dumps(config, indent=2, default=str) + "\n```", 0)
 
-            self._tb = SummaryWriter(log_dir=str(run_dir / "tensorboard"))
-        except ImportError:
-            print("vista: tensorboard is not installed; metrics go to metrics.jsonl only", file=sys.stderr)
+    def log(self, metrics: dict[str, Any], step: int) -> None:
+        for name, value in scalar_metrics(metrics).items():
+            self._writer.add_scalar(name, value, step)
+        self._writer.flush()
 
-    def log(self, record: dict[str, Any], file: str = STEP_METRICS_FILE) -> None:
-        append_jsonl(self.run_dir / file, record)
-        if self._tb is None:
-            return
-        step = int(record.get("global_step", record.get("step", 0)))
-        prefix = str(record.get("stage", "train"))
-        for key, value in record.items():
-            if isinstance(value, bool) or not isinstance(value, int | float) or key in {"step", "global_step"}:
-                continue
-            if math.isfinite(float(value)):
-                self._tb.add_scalar(f"{prefix}/{key}", float(value), step)
-        self._tb.flush()
-
-    def close(self) -> None:
-        if self._tb is not None:
-            self._tb.close()
+    def finish(self, status: RunStatus) -> None:
+        if self._writer is not None:
+            self._writer.close()
 
 
 def plot_reward_success(run_dir: Path) -> Path | None:

@@ -48,12 +48,23 @@ from vista_plugin_local.checkpoint import (
 from vista_plugin_local.config import LocalEngineConfig, validate_engine_config
 from vista_plugin_local.evaluate import EvalResult, evaluate
 from vista_plugin_local.losses import Denominators, aggregate, clipped_policy_loss, kl_k3, value_loss
-from vista_plugin_local.metrics import EVAL_FILE, MetricsLogger, append_jsonl, plot_reward_success
+from vista_plugin_local.metrics import append_jsonl, plot_reward_success
 from vista_plugin_local.policy import Policy, autocast_dtype, load_pretrained, micro_batches, pick_device
 from vista_plugin_local.policy_backend import PolicyBackend
 from vista_plugin_local.samples import SampleBatch, TrainSample, training_samples
 from vista_plugin_local.sft_data import examples_from_turns, load_jsonl, trajectory_pieces
-from vista_rl import ConfigError, Env, SamplingParams, Trajectory, VistaError, check_estimator_config, host
+from vista_rl import (
+    ConfigError,
+    Env,
+    RunLoggers,
+    RunStatus,
+    SamplingParams,
+    Trajectory,
+    VistaError,
+    check_estimator_config,
+    check_loggers,
+    host,
+)
 from vista_rl.config import RunConfig
 from vista_rl.engine_contract import EnginePlan
 from vista_rl.rollout import EpisodeSpec, RolloutEngine, episode_specs
@@ -128,6 +139,7 @@ class LocalEngine:
             raise ConfigError(f"model.path: {path} is not a saved transformers model (no config.json there); "
                               "create a tiny one with `vista model init-tiny OUT_DIR` or point to a checkpoint")
         cfg = self.config
+        check_loggers(self.run_config.trainer.loggers)
         if cfg.trainer.steps:
             check_estimator_config(self.run_config.algorithm)
             if self.per_turn and cfg.algorithm.uses_value_head:
@@ -217,7 +229,10 @@ class LocalEngine:
         checkpoint: dict[str, Any] | None = load_checkpoint(self.run_dir) if self.resuming else None
         self.policy = self._build_policy()
         self._open_rollouts()
-        self.logger = MetricsLogger(self.run_dir)
+        # Every tracker in trainer.loggers gets the same records and config; none can stop the run.
+        self.loggers = RunLoggers(self.run_config.trainer.loggers)
+        self.loggers.start(self.run_dir, self.run_config.model_dump(mode="json"))
+        status: RunStatus = "failed"
         self.optimizer: torch.optim.Optimizer | None = None
         self.scheduler: torch.optim.lr_scheduler.LRScheduler | None = None
         if checkpoint is not None:
@@ -231,13 +246,15 @@ class LocalEngine:
                 self._stage_start()
                 self._stage_sft(checkpoint)
                 self._stage_rl(checkpoint)
+            status = "completed"
         except KeyboardInterrupt:
+            status = "interrupted"
             path = self._save("interrupt")
             self.console.print(f"[yellow]interrupted: checkpoint saved to {path}; continue with "
                                f"`vista train --resume {self.run_dir}`[/yellow]")
             raise
         finally:
-            self.logger.close()
+            self.loggers.finish(status)
             self._close_rollouts()
         return self._finish()
 
@@ -309,7 +326,7 @@ class LocalEngine:
             metrics.update(stage="sft", step=step + 1, global_step=self.state.global_step + 1,
                            seconds=time.perf_counter() - started)
             self.state.sft_step += 1
-            self.logger.log(metrics)
+            self.loggers.log(metrics, metrics["global_step"])
             self._check_nan_limit()
             self.progress.update(task, advance=1, info=f"loss {metrics['loss']:.3f}")
             self._after_step("sft", self.state.sft_step)
@@ -359,7 +376,7 @@ class LocalEngine:
             while self.state.rl_step < trainer.steps:
                 metrics = self._rl_step()
                 self.state.rl_step += 1
-                self.logger.log(metrics)
+                self.loggers.log(metrics, metrics["global_step"])
                 self._check_nan_limit()
                 self.progress.update(task, advance=1, info=f"reward {metrics['reward_mean']:.2f} "
                                      f"success {metrics['success_rate']:.2f}")
@@ -645,8 +662,9 @@ class LocalEngine:
             self.backend.forget_images()
         self.progress.update(task, total=1, completed=1, info=f"success {result.success}")
         record = result.to_dict()
-        record.update(rl_step=self.state.rl_step, sft_step=self.state.sft_step, global_step=self.state.global_step)
-        self.logger.log(record, file=EVAL_FILE)
+        record.update(stage="eval", rl_step=self.state.rl_step, sft_step=self.state.sft_step,
+                      global_step=self.state.global_step)
+        self.loggers.log(record, self.state.global_step)
         self.state.evals[label] = record
         self.console.print(f"eval [bold]{label}[/bold]: success {result.success} reward {result.reward} "
                            f"({result.episodes} held-out episodes)")
@@ -656,7 +674,8 @@ class LocalEngine:
         plot = plot_reward_success(self.run_dir)
         summary = {"run_dir": str(self.run_dir), "env": self.run_config.env.id,
                    "estimator": self.config.algorithm.estimator, "evals": self.state.evals,
-                   "nan_steps": self.state.nan_steps, "plot": str(plot) if plot else None}
+                   "nan_steps": self.state.nan_steps, "plot": str(plot) if plot else None,
+                   "loggers": self.loggers.report()}
         (self.run_dir / RESULTS_FILE).write_text(json.dumps(summary, indent=2))
         return summary
 

@@ -1,0 +1,116 @@
+"""The engine side of experiment trackers: make the loggers a run names, feed them all the same
+records, and keep any of them from stopping training (the contract is :mod:`vista_rl.logger`)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import warnings
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from vista_rl._plugins import host
+from vista_rl.errors import ConfigError, UnknownItemError
+from vista_rl.logger import LoggerWarning, RunStatus
+
+#: Per-logger outcome a run records (also under ``loggers`` in ``results.json``).
+LOGGERS_FILE = "loggers.json"
+
+
+def logger_entries(choices: Iterable[str | Mapping[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """``trainer.loggers`` entries as ``(id, options)``: a name, or ``{id: NAME, **options}``."""
+    entries: list[tuple[str, dict[str, Any]]] = []
+    for choice in choices:
+        if isinstance(choice, str):
+            entries.append((choice, {}))
+        else:
+            options = dict(choice)
+            entries.append((str(options.pop("id")), options))
+    return entries
+
+
+def check_loggers(choices: Iterable[str | Mapping[str, Any]]) -> None:
+    """Fail before training when ``trainer.loggers`` names a logger no installed plugin registers."""
+    for logger_id, _ in logger_entries(choices):
+        try:
+            host().spec("loggers", logger_id)
+        except UnknownItemError as exc:
+            raise ConfigError(f"trainer.loggers: {exc}") from None
+
+
+class RunLoggers:
+    """The loggers of one run, fed the same records; none of them can stop training.
+
+    A logger that raises (while being made, in ``start``, ``log`` or ``finish``) is warned about
+    once, recorded as failed with the phase and the error, and gets no further records; ``finish``
+    still runs on it so it can release what it holds.  :meth:`report` is what the run records.
+    """
+
+    def __init__(self, choices: Iterable[str | Mapping[str, Any]]) -> None:
+        choices = list(choices)
+        check_loggers(choices)  # a typo in the config is the user's to fix, not a tracker failure
+        self.run_dir: Path | None = None
+        self._loggers: dict[str, Any] = {}
+        self._status: dict[str, dict[str, Any]] = {}
+        for logger_id, options in logger_entries(choices):
+            self._status[logger_id] = {"status": "ok"}
+            try:
+                self._loggers[logger_id] = host().make("loggers", logger_id, **options)
+            except Exception as exc:  # a tracker that cannot even be made must not stop training
+                self._fail(logger_id, "make", exc)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self._status)
+
+    def start(self, run_dir: Path, config: dict[str, Any]) -> None:
+        self.run_dir = run_dir
+        for name, logger in list(self._loggers.items()):
+            try:
+                logger.start(run_dir, config)
+            except Exception as exc:
+                self._fail(name, "start", exc)
+        self._write()
+
+    def log(self, metrics: dict[str, Any], step: int) -> None:
+        for name, logger in list(self._loggers.items()):
+            if self._status[name]["status"] != "ok":
+                continue
+            try:
+                logger.log(metrics, step)
+            except Exception as exc:
+                self._fail(name, "log", exc, step=step)
+
+    def finish(self, status: RunStatus) -> None:
+        for name, logger in list(self._loggers.items()):
+            try:
+                logger.finish(status)
+            except Exception as exc:
+                if self._status[name]["status"] == "ok":
+                    self._fail(name, "finish", exc)
+        self._loggers.clear()
+        self._write()
+
+    def report(self) -> dict[str, dict[str, Any]]:
+        """``{logger id: {"status": "ok"} or {"status": "failed", "phase": ..., "error": ...}}``."""
+        return {name: dict(state) for name, state in self._status.items()}
+
+    def _fail(self, name: str, phase: str, exc: BaseException, step: int | None = None) -> None:
+        error = f"{type(exc).__name__}: {exc}"
+        state: dict[str, Any] = {"status": "failed", "phase": phase, "error": error}
+        if step is not None:
+            state["step"] = step
+        self._status[name] = state
+        warnings.warn(f"logger {name!r} failed in {phase} ({error}); training goes on without it",
+                      LoggerWarning, stacklevel=3)
+        self._write()
+
+    def _write(self) -> None:
+        if self.run_dir is None:
+            return
+        with contextlib.suppress(OSError):  # a courtesy record; a full disk shows up in the checkpoint
+            (self.run_dir / LOGGERS_FILE).write_text(json.dumps(self.report(), indent=2))
+
+
+__all__ = ["LOGGERS_FILE", "RunLoggers", "check_loggers", "logger_entries"]
