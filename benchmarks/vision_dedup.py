@@ -1,17 +1,25 @@
-"""The local GRPO step with and without issue 28's item 5 and issue 25's log-prob finding: each
-unique image through the vision tower once per mini-batch, and no old-log-prob pass when it must
-equal the update's own log-probs.
+"""The local GRPO step's training work with and without issue 28's item 5 and issue 25's log-prob
+finding: each unique image through the vision tower once per mini-batch, and no old-log-prob pass
+when it must equal the update's own log-probs.
 
-    python benchmarks/vision_dedup.py [--tiny] [--steps 4] [--repeats 3] [--seeds-per-step 8] [--group-size 4]
+    python benchmarks/vision_dedup.py [--tiny] [--repeats 15] [--seeds-per-step 8] [--group-size 4]
 
-The anchor is the same engine as it was before the change (every image occurrence encoded, the
-old-log-prob pass always run), in the same process; the two changes are also measured one at a
-time.  The sides rotate run by run (baseline, dedup, skip, both; then shifted by one, ...); each
-run's first step is a warm-up and left out.  Setting: the tiny Qwen2.5-VL from
-``vista_rl_sdk.tiny_models``, the oddshape env's one-turn task (one image per sample, shared by
-the G samples of a seed), fp32, CPU unless a GPU is at hand.  The JSON gives, per side, the median
-and min-max of the measured steps' log-prob + update time ("train", what the change touches) and
-of the whole step, and baseline-over-both of the medians (> 1: the change is faster).
+One real RL step of the local engine (the tiny Qwen2.5-VL from ``vista_rl_sdk.tiny_models``, the
+oddshape env's one-turn task: one image per sample, shared by the G samples of a seed, fp32) gives
+the batch.  On it, in one process, four sides are timed, rotating call by call (baseline, dedup,
+skip, both; then shifted by one, ...), after one untimed warm-up call each:
+
+- baseline (the anchor: the engine before the change): the old-log-prob pass (no grad, micro-batch
+  by micro-batch), then the update's forward and backward, every image occurrence encoded;
+- dedup: the same two passes, each encoding every unique image once (``Policy.shared_vision``);
+- skip: the update alone, every occurrence encoded;
+- both: the update alone with dedup (the engine's behaviour now).
+
+The loss is the sum of the response log-probs (the policy-gradient shape; the optimizer step and
+advantages are the same on every side and left out).  A forward hook counts the patches the vision
+tower sees per side.  The JSON gives per side the median and min-max, baseline-over-side ratios of
+the medians (> 1: faster than the anchor), and the engine's own rollout time of that step, so that
+the step time before and after is rollout + train.
 """
 
 from __future__ import annotations
@@ -21,67 +29,80 @@ import json
 import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
 from _bench import dist_versions, machine, ratio, summarize
 
 ENV = {"id": "oddshape/odd-colour-v0", "config": {"grid": 2, "cell_size": 56, "prompt_format": "no_think"}}
-#: side -> (encode each unique image once, skip the old-log-prob pass when it equals the update's)
+#: side -> (encode each unique image once, skip the old-log-prob pass)
 SIDES = {"baseline": (False, False), "dedup": (True, False), "skip": (False, True), "both": (True, True)}
 
 
-def run_side(side: str, model_dir: Path, work: Path, args: argparse.Namespace, run_name: str) -> dict[str, Any]:
+def rollout_batch(model_dir: Path, work: Path, args: argparse.Namespace) -> tuple[Any, list[Any], float]:
+    """The engine (its policy) and the training sequences of one real RL step, and its rollout time."""
     from rich.console import Console
     from vista_plugin_local.metrics import read_jsonl
-    from vista_plugin_local.policy import Policy
     from vista_plugin_local.trainer import LocalEngine
 
     from vista_rl.config import RunConfig, validate_config
 
-    dedup, skip = SIDES[side]
-
-    class Engine(LocalEngine):
-        def _build_policy(self) -> Policy:
-            policy = super()._build_policy()
-            policy.dedup_vision = dedup
-            return policy
-
-        def _old_logprobs_are_update_logprobs(self) -> bool:
-            return skip and super()._old_logprobs_are_update_logprobs()
-
     run = validate_config(RunConfig, {
-        "seed": 0, "output_dir": str(work / run_name), "env": ENV, "model": {"path": str(model_dir)},
+        "seed": 0, "output_dir": str(work / "run"), "env": ENV, "model": {"path": str(model_dir)},
         "rollout": {"max_turns": 1, "group_size": args.group_size,
                     "sampling": {"temperature": 1.0, "max_tokens": args.max_tokens}},
-        "trainer": {"steps": args.steps, "seeds_per_step": args.seeds_per_step, "lr": 1e-4,
+        "trainer": {"steps": 1, "seeds_per_step": args.seeds_per_step, "lr": 1e-6,
                     "micro_batch_size": args.micro_batch_size, "train_seeds": {"start": 0, "count": 1000}},
         "sft": {"steps": 0},
         "eval": {"seeds": {"start": 100_000, "count": 1}, "at_start": False, "after_sft": False},
     })
-    Engine(run, console=Console(file=sys.stderr)).run()  # stdout carries only the JSON
-    rows = [row for row in read_jsonl(work / run_name / "metrics.jsonl") if row.get("stage") == "rl"][1:]
-    shutil.rmtree(work / run_name, ignore_errors=True)
-    return {
-        "train_s": [float(row["time_logprob_s"]) + float(row["time_update_s"]) for row in rows],
-        "logprob_s": [float(row["time_logprob_s"]) for row in rows],
-        "update_s": [float(row["time_update_s"]) for row in rows],
-        "step_s": [float(row["time_step_s"]) for row in rows],
-    }
+    engine = LocalEngine(run, console=Console(file=sys.stderr))  # stdout carries only the JSON
+    engine.run()
+    assert engine.last_batch is not None
+    row = [row for row in read_jsonl(work / "run" / "metrics.jsonl") if row.get("stage") == "rl"][-1]
+    return engine.policy, [sample.tokens for sample in engine.last_batch.samples], float(row["time_rollout_s"])
+
+
+def train_work(policy: Any, seqs: list[Any], micro: int, dedup: bool, skip: bool) -> None:
+    """What one RL step does after the rollout, as the engine does it (see the module docstring)."""
+    import torch
+
+    policy.dedup_vision = dedup
+    chunks = [seqs[start:start + micro] for start in range(0, len(seqs), micro)]
+    if not skip:
+        policy.train(False)
+        with torch.no_grad(), policy.shared_vision(seqs, micro):
+            for chunk in chunks:
+                policy.score(policy.collate(chunk, left_pad=False))
+    policy.train(True)
+    policy.model.zero_grad(set_to_none=True)
+    with policy.shared_vision(seqs, micro):
+        for chunk in chunks:
+            batch = policy.collate(chunk, left_pad=False)
+            scores = policy.score(batch, entropy=True)
+            (scores.logprobs * batch["loss_mask"]).sum().backward()
+
+
+def vision_rows(policy: Any) -> list[int]:
+    """Patch rows the vision tower sees, appended by a forward hook."""
+    rows: list[int] = []
+    tower = policy.model.model.visual
+    tower.register_forward_pre_hook(lambda _m, args: rows.append(int(args[0].shape[0])))
+    return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--tiny", action="store_true", help="2 steps of 2 seeds x 2, 1 repeat (for tests)")
-    parser.add_argument("--steps", type=int, default=4, help="steps per run; the first is a warm-up")
-    parser.add_argument("--repeats", type=int, default=3, help="runs per side, rotating")
+    parser.add_argument("--tiny", action="store_true", help="2 seeds x 2 samples, 2 repeats (for tests)")
+    parser.add_argument("--repeats", type=int, default=15, help="timed calls per side, rotating")
     parser.add_argument("--seeds-per-step", type=int, default=8)
     parser.add_argument("--group-size", type=int, default=4)
     parser.add_argument("--max-tokens", type=int, default=8)
     parser.add_argument("--micro-batch-size", type=int, default=8)
     args = parser.parse_args()
     if args.tiny:
-        args.steps, args.repeats, args.seeds_per_step, args.group_size, args.max_tokens = 2, 1, 2, 2, 4
+        args.repeats, args.seeds_per_step, args.group_size, args.max_tokens = 2, 2, 2, 4
     import torch
 
     from vista_rl_sdk.tiny_models import init_tiny_model
@@ -89,27 +110,34 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="vista-bench-vision-dedup-"))
     try:
         model_dir = init_tiny_model(work / "model", seed=0)
-        samples: dict[str, dict[str, list[float]]] = {side: {} for side in SIDES}
+        policy, seqs, rollout_s = rollout_batch(model_dir, work, args)
+        rows = vision_rows(policy)
         names = list(SIDES)
+        patches: dict[str, int] = {}
+        for side in names:  # warm-up, and the patches each side encodes per step
+            rows.clear()
+            train_work(policy, seqs, args.micro_batch_size, *SIDES[side])
+            patches[side] = sum(rows)
+        samples: dict[str, list[float]] = {side: [] for side in names}
         for r in range(args.repeats):
             for side in names[r % len(names):] + names[:r % len(names)]:
-                for key, values in run_side(side, model_dir, work, args, f"{side}-{r}").items():
-                    samples[side].setdefault(key, []).extend(values)
-        sides = {side: {key: summarize(values) for key, values in parts.items()} for side, parts in samples.items()}
+                started = time.perf_counter()
+                train_work(policy, seqs, args.micro_batch_size, *SIDES[side])
+                samples[side].append(time.perf_counter() - started)
+        train = {side: summarize(values) for side, values in samples.items()}
         result: dict[str, Any] = {
-            "benchmark": "vision_dedup", "machine": machine(), "device": "cuda" if torch.cuda.is_available() else "cpu",
+            "benchmark": "vision_dedup", "machine": machine(), "device": str(policy.device),
             "torch_threads": torch.get_num_threads(), "env": ENV["id"],
             "seeds_per_step": args.seeds_per_step, "group_size": args.group_size, "max_tokens": args.max_tokens,
-            "micro_batch_size": args.micro_batch_size, "steps_per_run": args.steps,
-            "measured_steps_per_run": args.steps - 1, "repeats": args.repeats,
+            "micro_batch_size": args.micro_batch_size, "sequences": len(seqs), "repeats": args.repeats,
             "anchor": "the same engine without the change (every image occurrence encoded, old-log-prob pass kept)",
             "versions": {"ours": {**dist_versions("vista-rl", "vista-plugin-local", "transformers"),
                                   "torch": torch.__version__}},
-            "sides": sides,
-            "baseline_over_both": {key: ratio(sides["baseline"][key], sides["both"][key])
-                                   for key in ("train_s", "update_s", "step_s")},
-            "baseline_over_dedup_update": ratio(sides["baseline"]["update_s"], sides["dedup"]["update_s"]),
-            "baseline_over_skip_train": ratio(sides["baseline"]["train_s"], sides["skip"]["train_s"]),
+            "vision_patches_per_step": patches,
+            "train": train,
+            "baseline_over": {side: ratio(train["baseline"], train[side]) for side in names[1:]},
+            "rollout_s_of_the_step": round(rollout_s, 4),
+            "step_s_estimate": {side: round(rollout_s + train[side]["median_ms"] / 1e3, 4) for side in ("baseline", "both")},
         }
         print(json.dumps(result, indent=2))
     finally:
