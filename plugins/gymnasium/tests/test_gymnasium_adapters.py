@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env as gymnasium_check_env
 from hypothesis import HealthCheck, given, settings
+from PIL import Image
 from pydantic import ValidationError
 from vista_plugin_gamekit.expert import generate_expert_trajectories
 from vista_plugin_gamekit.formats import PROMPT_FORMATS
@@ -156,3 +157,55 @@ def test_an_env_without_a_transition_table_says_it_has_no_exact_oracle():
     assert env.oracle_kind.startswith("none") and "no exact oracle" in env.oracle_kind
     assert env.oracle_response() is None
     env.close()
+
+
+def _make_sokoban():
+    return VistaGymEnv("sokoban/sokoban-v0", render_mode="rgb_array", prompt_format="no_think")
+
+
+def test_vista_env_in_async_vector_env_with_its_defaults():
+    """Issue 27: shared memory (the default) refused ``Sequence(Box)``; gymnasium's Text cannot hold '<'."""
+    vector = gymnasium.vector.AsyncVectorEnv([_make_sokoban, _make_sokoban])
+    try:
+        observations, _ = vector.reset(seed=[3, 4])
+        single = _make_sokoban()
+        expected, _ = single.reset(seed=4)
+        assert observations["images"].shape == (2, 1, *single.image_shape)
+        assert np.array_equal(observations["images"][1], expected["images"]) and observations["text"][1] == expected["text"]
+        observations, rewards, *_ = vector.step(("<answer>Up</answer>", "<answer>Left</answer>"))
+        stepped = single.step("<answer>Left</answer>")[0]
+        assert observations["text"][1] == stepped["text"] and "\n" in observations["text"][1]
+        assert observations["text"][1] != expected["text"] and list(observations["image_count"]) == [1, 1]
+        single.close()
+    finally:
+        vector.close()
+
+
+class _Zoomer(vista_rl.Env):
+    """Shows a 512-pixel image, then (as a zoom tool's result) a 672-pixel one, then three images."""
+
+    def reset(self, seed=None):
+        self.turn = 0
+        return vista_rl.Observation("<image>", [Image.new("RGB", (512, 512), "red")]), {}
+
+    def step(self, action):
+        self.turn += 1
+        images = [Image.new("RGB", (672, 336), "blue")] * (1 if self.turn == 1 else 3)
+        return vista_rl.StepResult(vista_rl.Observation("<image>" * len(images), images), 0.0, False, False, {})
+
+
+def test_images_of_another_size_stay_inside_the_declared_space_and_too_many_is_a_clear_error():
+    env = VistaGymEnv(_Zoomer())
+    assert env.observation_space["images"].shape == (1, 512, 512, 3)
+    env.reset(seed=0)
+    observation, *_ = env.step("zoom")
+    assert env.observation_space.contains(observation)
+    zoom = observation["images"][0]
+    assert (zoom[256, 256] == [0, 0, 255]).all() and (zoom[10, 256] == 0).all()  # scaled to 512x256, centred
+    with pytest.raises(ValueError, match="max_images=1"):
+        env.step("zoom again")
+    roomy = VistaGymEnv(_Zoomer(), max_images=3, image_shape=(64, 64, 3))
+    roomy.reset(seed=0)
+    roomy.step("zoom")
+    observation, *_ = roomy.step("zoom again")
+    assert observation["image_count"] == 3 and roomy.observation_space.contains(observation)

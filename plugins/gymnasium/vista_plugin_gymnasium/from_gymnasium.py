@@ -1,7 +1,13 @@
 """A gymnasium env with a Discrete action space as a VISTA env with named actions.
 
-The model answers ``<answer>Left, Down</answer>``; names map to action indices; frames come from the
-env's own ``rgb_array`` rendering (``ansi`` for text).  Toy-text envs expose their transition table
+The model answers ``<answer>Left, Down</answer>``; names map to action indices (the env's own names
+where it has them: MiniGrid's ``Actions`` enum, ALE's ``get_action_meanings()``); frames come from the
+env's own ``rgb_array`` rendering (``ansi`` for text), else from an image in the observation.  Any
+observation space works (:mod:`vista_plugin_gymnasium.observations`: a mission goes into the prompt,
+small arrays become text, frames are kept out of ``info``), and ids of installed env packages
+resolve without a module prefix (:mod:`vista_plugin_gymnasium.peers`).  MiniGrid envs get a
+breadth-first-search oracle over their grid (:mod:`vista_plugin_gymnasium.minigrid_oracle`).
+Toy-text envs expose their transition table
 ``P``, which gives ground-truth goal/hazard cells for ``info`` and the oracle: a shortest path when
 every action has one outcome, and on a stochastic table (slippery ice) the action that maximises the
 probability of success within the steps left (value iteration, :mod:`vista_plugin_gymnasium.planning`).
@@ -20,6 +26,9 @@ from pydantic import Field
 from vista_plugin_gamekit.relations import describe, relations
 from vista_plugin_gamekit.textgame import ActionResult, GameConfig, TextGameEnv
 
+from vista_plugin_gymnasium import minigrid_oracle
+from vista_plugin_gymnasium.observations import compact, is_image, same, split
+from vista_plugin_gymnasium.peers import ensure_registered
 from vista_plugin_gymnasium.planning import (
     SuccessPolicy,
     is_stochastic,
@@ -27,6 +36,8 @@ from vista_plugin_gymnasium.planning import (
     time_limit,
     time_limit_wrapper,
 )
+from vista_plugin_gymnasium.rendering import RENDER_LOCK, prepare_renderers
+from vista_rl import Observation, escape_placeholders
 
 #: Action names of well-known envs, in action-index order (from their gymnasium docs).
 KNOWN_ACTIONS: dict[str, tuple[str, ...]] = {
@@ -41,6 +52,12 @@ KNOWN_RULES: dict[str, str] = {
     "CliffWalking": ("Walk from the start (bottom left) to the goal (bottom right). Each move costs 1; "
                      "stepping off the cliff along the bottom row costs 100 and sends you back to the start."),
 }
+MINIGRID_RULES = ("A grid world seen from above; you are the red triangle, pointing where you face. left and "
+                  "right turn on the spot, forward moves one cell ahead, pickup takes the object in front "
+                  "(one at a time), drop puts it down, toggle opens the door in front (a locked door needs "
+                  "the key of its colour), done does nothing. The mission is given with each observation.")
+#: Attributes of the unwrapped env that one action changes (toy text: ``s``; MiniGrid: the rest).
+_SNAPSHOT_ATTRIBUTES = ("s", "lastaction", "grid", "agent_pos", "agent_dir", "carrying", "step_count")
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 _HIGHLIGHTED = re.compile(r"\x1b\[(?:[0-9]+;)*4[0-7]m(.)\x1b\[0m")  # colorize(..., highlight=True)
 SuccessRule = Literal["terminated", "positive_reward", "terminated_positive"]
@@ -67,9 +84,9 @@ class GymnasiumEnv(TextGameEnv):
         import gymnasium
 
         parsed = GymnasiumConfig(**config)
-        wants_image = parsed.render_mode in ("vision", "both")
-        self._gym = gymnasium.make(parsed.gym_id, render_mode="rgb_array" if wants_image else "ansi",
-                                   **parsed.gym_kwargs)
+        ensure_registered(parsed.gym_id)
+        prepare_renderers()
+        self._gym = gymnasium.make(parsed.gym_id, render_mode=_render_mode(parsed), **parsed.gym_kwargs)
         space = self._gym.action_space
         if not isinstance(space, gymnasium.spaces.Discrete):
             self._gym.close()
@@ -80,18 +97,24 @@ class GymnasiumEnv(TextGameEnv):
         super().__init__(parsed)
         self.config: GymnasiumConfig
         self._obs: Any = None
+        self._gym_info: dict[str, Any] = {}
         self._frame: np.ndarray | None = None
+        self._minigrid = minigrid_oracle.is_minigrid(self._gym.unwrapped)
         self._table = getattr(self._gym.unwrapped, "P", None)
         self._terminal = self._terminal_states()
         self._stochastic = is_stochastic(self._table)
         self._policy: SuccessPolicy | None = None
-        self.oracle_kind = ("none: the env exposes no transition table (unwrapped.P), so there is no exact oracle"
+        self.oracle_kind = ("breadth-first search over the MiniGrid grid to the goal square (none where the "
+                            "mission has no goal square)" if self._minigrid else
+                            "none: the env exposes no transition table (unwrapped.P), so there is no exact oracle"
                             if self._table is None else
                             "value iteration on the transition probabilities (best chance of success)"
                             if self._stochastic else "shortest path (deterministic transitions)")
 
     def _names(self, config: GymnasiumConfig, n: int) -> tuple[str, ...]:
         names: list[str] | tuple[str, ...] | None = config.action_names or KNOWN_ACTIONS.get(_base_name(config.gym_id))
+        if names is None:
+            names = _enum_names(getattr(self._gym.unwrapped, "actions", None), n, self._start)
         if names is None and hasattr(self._gym.unwrapped, "get_action_meanings"):
             names = [str(name) for name in self._gym.unwrapped.get_action_meanings()]
         names = tuple(names) if names is not None else tuple(f"action_{i}" for i in range(n))
@@ -130,26 +153,29 @@ class GymnasiumEnv(TextGameEnv):
 
     # ------------------------------------------------------------------ game hooks
     def _new_episode(self, seed: int) -> None:
-        self._obs, _ = self._gym.reset(seed=seed)
+        self._obs, info = self._gym.reset(seed=seed)
+        self._gym_info = dict(info)
         self._frame = None
 
     def _apply(self, action: int) -> ActionResult:
         before = self._obs
-        self._obs, reward, terminated, truncated, _ = self._gym.step(action + self._start)
+        self._obs, reward, terminated, truncated, info = self._gym.step(action + self._start)
+        self._gym_info = dict(info)
         self._frame = None
         success = self._is_success(float(reward), bool(terminated))
-        effective = not np.array_equal(np.asarray(before), np.asarray(self._obs))
+        effective = not same(before, self._obs)
         return ActionResult(float(reward), effective, bool(terminated) or success, success, bool(truncated))
 
     def _snapshot(self) -> Any:
         unwrapped = self._gym.unwrapped
-        return (self._obs, copy.deepcopy({k: v for k, v in vars(unwrapped).items() if k in ("s", "lastaction")}),
-                copy.deepcopy(unwrapped.np_random.bit_generator.state), self._elapsed())
+        attributes = {k: v for k, v in vars(unwrapped).items() if k in _SNAPSHOT_ATTRIBUTES}
+        return (self._obs, copy.deepcopy(attributes), copy.deepcopy(unwrapped.np_random.bit_generator.state),
+                self._elapsed())
 
     def _restore(self, snapshot: Any) -> None:
         unwrapped = self._gym.unwrapped
         self._obs, attributes, rng_state, elapsed = snapshot
-        for key, value in attributes.items():
+        for key, value in copy.deepcopy(attributes).items():  # the snapshot may be restored again
             setattr(unwrapped, key, value)
         unwrapped.np_random.bit_generator.state = rng_state
         limit = time_limit_wrapper(self._gym)
@@ -163,34 +189,75 @@ class GymnasiumEnv(TextGameEnv):
 
     def _image(self) -> np.ndarray:
         if self._frame is None:
-            self._frame = np.asarray(self._gym.render(), dtype=np.uint8)
+            frame = None
+            if self._gym.render_mode == "rgb_array":
+                with RENDER_LOCK:
+                    frame = self._gym.render()
+            if frame is None:
+                images = split(self._obs).images
+                if not images:
+                    raise ValueError(f"{self.config.gym_id} has no rgb_array rendering and no image in its "
+                                     "observation; use render_mode='text'")
+                frame = images[0]
+            self._frame = np.asarray(frame, dtype=np.uint8)
         return self._frame
 
     def _text_grid(self) -> str:
         unwrapped = self._gym.unwrapped
-        if self.config.render_mode == "text":
-            text = self._gym.render()
-        elif "ansi" in (unwrapped.metadata or {}).get("render_modes", []):
-            mode = unwrapped.render_mode
-            unwrapped.render_mode = "ansi"  # toy-text envs read the mode at call time
-            try:
-                text = unwrapped.render()
-            finally:
-                unwrapped.render_mode = mode
-        else:
-            text = None
+        with RENDER_LOCK:
+            if self._gym.render_mode == "ansi":
+                text = self._gym.render()
+            elif "ansi" in (unwrapped.metadata or {}).get("render_modes", []):
+                mode = unwrapped.render_mode
+                unwrapped.render_mode = "ansi"  # toy-text envs read the mode at call time
+                try:
+                    text = unwrapped.render()
+                finally:
+                    unwrapped.render_mode = mode
+            else:
+                text = None
+        if text is None and self._minigrid:
+            return unwrapped.pprint_grid()  # 2 characters a cell: object + colour; the agent as >>, VV, <<, ^^
         if text is None:
-            return f"Observation: {self._obs}"
+            return self._observation_text()
         marker = "P" if self._grid_shape() is not None else r"[\1]"
         return _ANSI_ESCAPE.sub("", _HIGHLIGHTED.sub(marker, str(text))).strip("\n")
 
+    def _observation_text(self) -> str:
+        """Text of an observation without an ``ansi`` rendering: its small values, frames by size."""
+        if isinstance(self._obs, (int, np.integer)):
+            return f"Observation: {self._obs}"
+        parts = split(self._obs)
+        lines = parts.text + [f"(an image of {image.shape[1]}x{image.shape[0]} pixels)" for image in parts.images]
+        return "\n".join(lines) or "Observation: (nothing to show as text)"
+
+    def _observe(self, lead: str) -> Observation:
+        """The game's observation plus the mission (and, in vision mode, the small values) of a
+        structured observation, which no rendering shows."""
+        observation = super()._observe(lead)
+        if isinstance(self._obs, (int, np.integer)) or is_image(self._obs):
+            return observation
+        parts = split(self._obs)
+        extra = parts.prompt + (parts.text if self.config.render_mode == "vision" else [])
+        if not extra:
+            return observation
+        return Observation(observation.text + "\n" + escape_placeholders("\n".join(extra)), observation.images)
+
     def _position(self) -> tuple[int, int] | None:
+        if self._minigrid:
+            x, y = self._gym.unwrapped.agent_pos
+            return int(y), int(x)  # (row, column), as the grid games count
         shape = self._grid_shape()
         if shape is None or not isinstance(self._obs, (int, np.integer)):
             return None
         return divmod(int(self._obs), shape[1])
 
     def _objects(self) -> list[tuple[str, tuple[int, int]]]:
+        if self._minigrid:
+            grid = self._gym.unwrapped.grid
+            names = {"goal": "goal", "lava": "hazard", "key": "key", "door": "door", "ball": "ball", "box": "box"}
+            return [(names[cell.type], (index // grid.width, index % grid.width))
+                    for index, cell in enumerate(grid.grid) if cell is not None and cell.type in names]
         shape = self._grid_shape()
         if shape is None:
             return []
@@ -198,11 +265,19 @@ class GymnasiumEnv(TextGameEnv):
                 for state, success in sorted(self._terminal.items())]
 
     def _state(self) -> dict[str, Any]:
-        obs = self._obs.tolist() if isinstance(self._obs, np.ndarray) else self._obs
-        state: dict[str, Any] = {"observation": int(obs) if isinstance(obs, (int, np.integer)) else obs}
+        """JSON-ready and small: a frame is stored by reference (see :func:`observations.compact`)."""
+        obs = self._obs
+        state: dict[str, Any] = {"observation": int(obs) if isinstance(obs, (int, np.integer)) else compact(obs)}
         position = self._position()
         if position is not None:
             state["player"] = list(position)
+        if self._minigrid:
+            unwrapped = self._gym.unwrapped
+            carrying = unwrapped.carrying
+            state["direction"] = int(unwrapped.agent_dir)
+            state["carrying"] = None if carrying is None else f"{carrying.color} {carrying.type}"
+        if self._gym_info:
+            state["gym_info"] = compact(self._gym_info)
         return state
 
     def _relations(self) -> list[dict[str, str]]:
@@ -218,11 +293,15 @@ class GymnasiumEnv(TextGameEnv):
         return f"The player is at row {position[0]}, column {position[1]}. {describe(position, near)}".strip()
 
     def _rules(self) -> str:
-        rules = KNOWN_RULES.get(_base_name(self.config.gym_id), "Reach a successful end of the episode.")
+        default = MINIGRID_RULES if self._minigrid else "Reach a successful end of the episode."
+        rules = KNOWN_RULES.get(_base_name(self.config.gym_id), default)
         return f"You are playing the gymnasium environment {self.config.gym_id}.\n{rules}"
 
     def _plan(self) -> list[int] | None:
         """The oracle's actions from here: see ``oracle_kind``."""
+        if self._minigrid:
+            unwrapped = self._gym.unwrapped
+            return minigrid_oracle.plan(unwrapped) if minigrid_oracle.has_goal(unwrapped) else None
         if self._table is None or not isinstance(self._obs, (int, np.integer)):
             return None
         if self._stochastic:
@@ -270,6 +349,33 @@ class GymnasiumEnv(TextGameEnv):
     def close(self) -> None:
         super().close()
         self._gym.close()
+
+
+def _render_mode(config: GymnasiumConfig) -> str | None:
+    """``rgb_array`` for images, ``ansi`` for text, where the env offers it (``None`` otherwise:
+    ALE refuses an unknown mode; MiniGrid has no ``ansi``)."""
+    import gymnasium
+
+    wanted = "rgb_array" if config.render_mode in ("vision", "both") else "ansi"
+    try:
+        spec = gymnasium.spec(config.gym_id)
+        creator = (gymnasium.envs.registration.load_env_creator(spec.entry_point)
+                   if isinstance(spec.entry_point, str) else spec.entry_point)
+        modes = (getattr(creator, "metadata", None) or {}).get("render_modes")
+    except Exception:  # noqa: BLE001 - gymnasium.make reports an unknown id better than we can
+        return wanted
+    return wanted if modes is None or wanted in modes else None
+
+
+def _enum_names(actions: Any, n: int, start: int) -> tuple[str, ...] | None:
+    """Member names of an action enum (MiniGrid's ``Actions``) when it covers exactly the n actions."""
+    try:
+        members = sorted(actions, key=int) if isinstance(actions, type) else None
+        if members is None or [int(member) for member in members] != list(range(start, start + n)):
+            return None
+        return tuple(str(member.name) for member in members)
+    except TypeError:
+        return None
 
 
 def make_frozenlake(**config: Any) -> GymnasiumEnv:
