@@ -79,7 +79,8 @@ def test_minigrid_passes_check_env_and_plain_ids_resolve_in_a_fresh_process():
 
 
 def test_pong_without_an_oracle_passes_check_env_by_stepping_each_action():
-    report = check_env(MAKE, {"gym_id": "ALE/Pong-v5", "render_mode": "vision"}, seeds=(0,), cross_process=False)
+    report = check_env(MAKE, {"gym_id": "ALE/Pong-v5", "render_mode": "vision", "prompt_format": "free_think"},
+                       seeds=(0,), cross_process=False)
     assert any("each of the 6 declared actions" in line for line in report.passed)
 
 
