@@ -23,7 +23,7 @@ from vista_plugin_local.policy import Policy, load_pretrained  # noqa: E402
 from vista_plugin_local.trainer import LocalEngine  # noqa: E402
 
 from tests.engine_helpers import run_config  # noqa: E402
-from vista_rl.estimator import AdvantageBatch, AdvantageOutput  # noqa: E402
+from vista_rl import AdvantageBatch, AdvantageOutput  # noqa: E402
 
 PICTURES = [Image.new("RGB", (56, 56), (200, 40, 90)), Image.new("RGB", (40, 64), (10, 140, 90))]
 
