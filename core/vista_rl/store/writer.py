@@ -55,7 +55,7 @@ from vista_rl.store.layout import (
 )
 from vista_rl.trajectory import TokenView, Trajectory, Turn
 
-QUEUE_EPISODES = 64
+QUEUE_EPISODES = 16
 """Episodes that may wait for the background writer before ``write`` blocks."""
 
 
