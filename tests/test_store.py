@@ -98,7 +98,7 @@ def test_a_crash_mid_run_leaves_every_completed_line_valid(tmp_path):
         class Crashing(CounterEnv):
             def step(self, action):
                 if self.crash:
-                    time.sleep(0.3)
+                    time.sleep(1.0)
                     os._exit(3)
                 return super().step(action)
             def reset(self, seed=None):
