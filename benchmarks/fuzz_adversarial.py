@@ -130,12 +130,14 @@ def env_configs(data_dir: Path, server_url: str | None) -> dict[str, tuple[str, 
     chartqa = str(testing.write_chartqa(data_dir / "chartqa"))
     screenspot = str(write_screenspot_v2(data_dir / "ScreenSpot-v2"))
     scienceqa = str(testing.write_scienceqa(data_dir / "scienceqa"))
+    mathvista = str(testing.write_mathvista(data_dir / "mathvista"))
     remote = {"url": server_url} if server_url else None
     return {
         "chartqa/records-v0": ("chartqa/records-v0", {"dataset": "chartqa", "dataset_config": {"root": chartqa}}),
         "vqa/multiple-choice-v0": ("vqa/multiple-choice-v0", {"dataset": "scienceqa", "dataset_config": {"root": scienceqa},
                                                               "tools": ["crop_bbox"]}),
         "vqa/short-answer-v0": ("vqa/short-answer-v0", {"dataset": "chartqa", "dataset_config": {"root": chartqa}}),
+        "vqa/records-v0": ("vqa/records-v0", {"dataset": "mathvista", "dataset_config": {"root": mathvista}}),
         "gymnasium/make-v0": ("gymnasium/make-v0", {"gym_id": "FrozenLake-v1"}),
         "grounding/screenspot-v0": ("grounding/screenspot-v0", {"dataset": "screenspot_v2",
                                                                 "dataset_config": {"root": screenspot}}),

@@ -57,7 +57,7 @@ def test_reward_is_half_accuracy_half_grounded_format():
         f"<think>The {info['objects'][0]['name']} is at ({x}, {y}).</think><answer>{right}</answer>": 1.0,
         f"<think>I just know it.</think><answer>{right}</answer>": 0.5,
         f"<think>At ({x}, {y}) there is something.</think><answer>{wrong}</answer>": 0.5,
-        f"<think>Hmm at (1.5, 2.5).</think><answer>A. {right}</answer>": 0.5,  # non-integer point: no coordinate
+        f"<think>Hmm at (1.5, 2.5).</think><answer>{right}</answer>": 0.5,  # non-integer point: no coordinate
         f"<think>nothing</think><answer>{wrong}</answer>": 0.0,
     }
     for text, expected in cases.items():
