@@ -7,7 +7,7 @@ prints a markdown table: each pair's median with its min-max, the anchor's, and 
 ``--readme README.md`` rewrites the table between the ``<!-- bench:start -->`` and
 ``<!-- bench:end -->`` markers instead of printing it.
 
-    python benchmarks/envs.py --quick > benchmarks/results/envs.json   # ... estimators, train
+    python benchmarks/envs.py > benchmarks/results/envs.json   # ... estimators, train (full size, as in README)
     python benchmarks/report.py benchmarks/results/*.json --readme README.md
 """
 
