@@ -232,3 +232,11 @@ def test_a_lone_surrogate_in_a_release_round_trips_and_costs_no_other_record(tmp
     assert result.written == 3
     back = list(vista_rl.make_dataset("records", path=str(result.path)))
     assert {record.question for record in back} >= {"What is \ud800 here?"}
+
+
+def test_a_dataset_says_what_it_is():
+    """``repr`` names the dataset and its size (it was lost once, nested by mistake in a function)."""
+    from vista_plugin_datasets.records import TaskDataset
+
+    record = vista_rl.TaskRecord(id="x", dataset="d", question="q")
+    assert repr(TaskDataset("demo", [record])) == "TaskDataset('demo', 1 records)"

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from vista_rl import TaskRecord
+from vista_rl.store import to_json_line
 
 TABLE_SUFFIXES = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}
 
@@ -48,18 +49,15 @@ class TaskDataset(Sequence[TaskRecord]):
                 handle.write(jsonl_line(record))
         return path
 
-
-def jsonl_line(record: TaskRecord) -> str:
-    """One JSONL line for ``record``.  A release's JSON may carry a lone surrogate (``"\\ud800"``),
-    which UTF-8 cannot encode: such a record is written with ASCII escapes, so it round-trips
-    exactly instead of failing the whole file."""
-    try:
-        return record.model_dump_json() + "\n"
-    except ValueError:  # pydantic's serialisation error on a lone surrogate
-        return json.dumps(record.model_dump(mode="json")) + "\n"
-
     def __repr__(self) -> str:
         return f"TaskDataset({self.name!r}, {len(self)} records)"
+
+
+def jsonl_line(record: TaskRecord) -> str:
+    """One JSONL line for ``record``, through the store's own :func:`vista_rl.store.to_json_line`: a
+    release's JSON may carry a lone surrogate (``"\\ud800"``), which is written escaped and
+    round-trips instead of failing the whole file."""
+    return to_json_line(record.model_dump(mode="json")) + "\n"
 
 
 def _read_json_lines(path: Path) -> list[dict[str, Any]]:
