@@ -93,7 +93,10 @@ def _usable(folder: Path) -> str | None:
     missing = [c for c in CONTROLLERS if c not in available]
     if missing:
         return f"the cgroup {folder} has no {'/'.join(missing)} controller"
-    enabled = (folder / "cgroup.subtree_control").read_text().split()
+    try:
+        enabled = (folder / "cgroup.subtree_control").read_text().split()
+    except OSError as exc:  # one unreadable candidate must not stop detect() from trying the next
+        return f"cannot read {folder / 'cgroup.subtree_control'} ({exc.strerror})"
     if any(c not in enabled for c in CONTROLLERS):
         try:
             (folder / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in CONTROLLERS))
