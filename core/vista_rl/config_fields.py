@@ -45,6 +45,8 @@ from PIL import Image
 from pydantic import AliasChoices, AliasPath, BaseModel
 from pydantic.fields import FieldInfo
 
+from vista_rl.limits import ALLOWED_IMAGE_FORMATS
+
 #: default cap on one record image (width x height), checked from the header before any decoding
 MAX_RECORD_IMAGE_PIXELS = 4096 * 4096
 
@@ -266,8 +268,10 @@ def resolve_record_image(ref: Any, root: Path | None, label: str,
 def load_image_reference(ref: str, max_pixels: int = MAX_RECORD_IMAGE_PIXELS) -> Image.Image:
     """Open a record image (a file path or an inline ``data:image/...;base64,`` URI) as RGB, with its
     pixel count checked from the header before anything is decoded (no decompression bombs)."""
-    source: Any = io.BytesIO(_data_uri_bytes(ref)) if ref[:5].lower() == "data:" else ref
-    with Image.open(source) as image:
+    inline = ref[:5].lower() == "data:"
+    source: Any = io.BytesIO(_data_uri_bytes(ref)) if inline else ref
+    # a client's inline bytes reach only the decoders servers accept (no EPS/PSD on client data)
+    with Image.open(source, formats=ALLOWED_IMAGE_FORMATS if inline else None) as image:
         _check_pixels(image, max_pixels)
         return image.convert("RGB")
 
@@ -288,7 +292,7 @@ def _check_pixels(image: Image.Image, max_pixels: int) -> None:
 
 
 def _check_image(handle: Any, max_pixels: int) -> None:
-    with Image.open(handle) as image:
+    with Image.open(handle, formats=ALLOWED_IMAGE_FORMATS) as image:  # only the decoders servers accept
         _check_pixels(image, max_pixels)
         image.verify()
 
