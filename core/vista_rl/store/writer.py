@@ -53,7 +53,7 @@ from vista_rl.store.layout import (
     TRAJECTORIES_FILE,
     VERSIONS_FILE,
 )
-from vista_rl.trajectory import TokenView, Trajectory, Turn
+from vista_rl.trajectory import Trajectory
 
 QUEUE_EPISODES = 16
 """Episodes that may wait for the background writer before ``write`` blocks."""
@@ -118,14 +118,6 @@ def _record_default(value: Any) -> Any:
     return json_default(value)
 
 
-def _turn_record(turn: Turn) -> dict[str, Any]:
-    return _fields_of(turn)
-
-
-def _view_record(view: TokenView) -> dict[str, Any]:
-    return _fields_of(view)
-
-
 def trajectory_line(trajectory: Trajectory) -> str:
     """The JSONL line of a trajectory: the same record as ``trajectory.to_dict()``, built one level
     deep and left to ``json.dumps`` to walk, instead of copying every list of token ids element by
@@ -138,11 +130,11 @@ def trajectory_line(trajectory: Trajectory) -> str:
             continue
         value = getattr(trajectory, name)
         if name == "turns":
-            value = [_turn_record(turn) for turn in value]
+            value = [_fields_of(turn) for turn in value]
         elif name == "token_view":
-            value = None if value is None else _view_record(value)
+            value = None if value is None else _fields_of(value)
         elif name == "turn_views":
-            value = [_view_record(view) for view in value]
+            value = [_fields_of(view) for view in value]
         data[name] = value
     data["total_reward"] = trajectory.total_reward
     data["num_turns"] = trajectory.num_turns
