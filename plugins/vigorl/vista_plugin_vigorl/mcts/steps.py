@@ -43,7 +43,6 @@ SYSTEM_PROMPTS = {"spatial": SPATIAL_SYSTEM_PROMPT, "web_grounding": WEB_GROUNDI
                   "web_action": WEB_ACTION_SYSTEM_PROMPT}
 
 
-
 def with_placeholders(question: str, images: Sequence[Image.Image]) -> str:
     """The question with one ``<image>`` per image (prepended when the question has none)."""
     found = question.count(IMAGE_PLACEHOLDER)
