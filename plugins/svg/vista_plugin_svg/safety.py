@@ -35,7 +35,7 @@ _NUMBER_RE = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 # Model text is parsed by single linear scans, never by a pattern that backtracks: the former
 # ``<svg\b(?:[^>]*/>|.*</svg\s*>)`` restarted its scan at every ``<svg`` ("<svg " * 20000 took 8 s
 # holding the GIL), and ``url\(\s*(['"]?)(.*?)\1\s*\)`` did the same at every ``url(``.  The functions
-# below give the same results; ``tests/test_svg_safety_linear.py`` compares them with the old patterns.
+# below give the same results; ``tests/test_parsing.py`` compares them with the old patterns.
 _SVG_OPEN_RE = re.compile(r"<svg\b", re.IGNORECASE)
 _SVG_CLOSE_RE = re.compile(r"</svg\s*>", re.IGNORECASE)
 _URL_OPEN_RE = re.compile(r"url\(\s*", re.IGNORECASE)
