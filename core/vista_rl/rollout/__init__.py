@@ -1,9 +1,11 @@
 """The multi-turn rollout engine (see :mod:`vista_rl.rollout.engine`), the per-turn core every
-engine shares (:mod:`vista_rl.rollout.turn`) and rollout metrics, with the 95% intervals every reported
+engine shares (:mod:`vista_rl.rollout.episode` for one episode's life, :mod:`vista_rl.rollout.turn`
+for one reply) and rollout metrics, with the 95% intervals every reported
 rate carries (:class:`Estimate`, :func:`mean`, :func:`proportion`)."""
 
 from vista_rl._stats import Estimate, mean, proportion
-from vista_rl.rollout.engine import EpisodeSpec, RolloutEngine, RolloutTimings, episode_specs
+from vista_rl.rollout.engine import RolloutEngine, RolloutTimings, episode_specs
+from vista_rl.rollout.episode import EpisodeDriver, EpisodeSpec, TurnCalls, open_env
 from vista_rl.rollout.metrics import RolloutMetrics
 from vista_rl.rollout.model_workers import (
     Chunk,
@@ -33,9 +35,9 @@ from vista_rl.rollout.turn import (
 )
 
 __all__ = [
-    "MAX_TOOL_CALLS_PER_TURN", "Chunk", "EpisodeSpec", "Estimate", "ModelWorkerError", "ProcessModelWorkerPool",
+    "MAX_TOOL_CALLS_PER_TURN", "Chunk", "EpisodeDriver", "EpisodeSpec", "Estimate", "ModelWorkerError", "ProcessModelWorkerPool",
     "RolloutEngine", "RolloutMetrics", "RolloutTimings", "TokenViewBuilder", "ToolExecution", "TurnOutcome",
     "add_timings", "episode_specs", "execute_tool_calls", "failed_trajectory", "make_backend", "make_chunks",
     "make_env_tools", "make_pool", "mean", "proportion", "parse_tool_calls", "reflection_message", "run_chunk", "step_outcome",
-    "take_turn", "tool_context", "tool_outcome", "warm_up",
+    "take_turn", "tool_context", "tool_outcome", "TurnCalls", "open_env", "warm_up",
 ]

@@ -29,6 +29,7 @@ from verl import DataProto  # noqa: E402
 from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap, _agent_loop_registry  # noqa: E402
 from verl.trainer.ppo import core_algos, ray_trainer  # noqa: E402
 from verl.utils.dataset.rl_dataset import RLHFDataset  # noqa: E402
+from vista_plugin_verl.agent_loop import reply_text  # noqa: E402
 from vista_plugin_verl.config import compose_overrides, compose_verl_config, engine_config  # noqa: E402
 from vista_plugin_verl.dataset import SeedOverlapError, write_env_datasets  # noqa: E402
 from vista_plugin_verl.estimators import VERL_NAMES, turn_rewards_tensor  # noqa: E402
@@ -140,7 +141,7 @@ def test_agent_loop_multi_turn_images_matches_the_trajectory(tiny, palette_env) 
     first, _ = env.reset(seed=5)
     expected_images, rewards = [first.images[0]], []
     for ids in generated:
-        step = env.step(tokenizer.decode(ids, skip_special_tokens=True))
+        step = env.step(reply_text(tokenizer, ids, result.loop.end_ids))
         rewards.append(step.reward)
         expected_images.append(step.observation.images[0])
     assert [im.tobytes() for im in out.multi_modal_data["images"]] == [im.tobytes() for im in expected_images[:3]]
@@ -153,7 +154,7 @@ def test_agent_loop_multi_turn_images_matches_the_trajectory(tiny, palette_env) 
     for start, end in _runs(mask, 0):
         assert all(x == 0.0 for x in out.response_logprobs[start:end])
     # the vista Trajectory's token view is the same sequence and masks
-    view = result.loop.last_state.trajectory(len(out.prompt_ids)).token_view
+    view = result.loop.last_trajectory.token_view
     assert view.input_ids == out.prompt_ids + response
     assert view.loss_mask == [0] * len(out.prompt_ids) + mask
     assert view.turn_rewards == rewards
@@ -203,7 +204,7 @@ def test_agent_loop_reflects_and_records_an_env_crash_like_the_engine(tiny, vist
     AlwaysWrong.steps = 0
     rollout = '{"reflection": true, "reflection_attempts": 3}'
     result = _run_loop(tiny, {"env_id": "verltest/always-wrong-v0", "seed": 2, "rollout": rollout})
-    out, state = result.output, result.loop.last_state
+    out, state = result.output, result.loop.last_trajectory
     assert len(state.turns) == 3 and out.extra_fields["vista_attempts"] == 3
     assert state.turns[1].observation.startswith("Not that colour. You have 2 attempts left.\nTry again")
     assert state.turns[2].observation.startswith("Not that colour. This is your last attempt.")

@@ -1,26 +1,36 @@
 """``VistaAgentLoop``: any vista env, multi-turn with tools and images, as a verl agent loop.
 
 verl instantiates the loop once per sample and calls ``run``; the dataset row (see ``dataset``)
-names the env, its config and the seed in ``extra_info``.  Each turn the policy generates through
-verl's token-in/token-out server (``server_manager.generate``), the reply is merged with verl's
-Continuous Token builder (mask 1), then :func:`vista_rl.rollout.take_turn` decides what it leads to,
-by the same rules as ``RolloutEngine`` (tool calls run guarded, or the env steps; engine-side
-reflection resets the env for a new try); the resulting observation is merged as a user/tool message
-(mask 0).  The rollout keys those rules read (``reflection``, ``reflection_attempts``,
-``tool_response_role``) come with the dataset row (``extra_info["rollout"]``).
-Images are kept in placeholder order (prompt images first, then each observation's), which is what
-verl's trainer needs to rebuild ``multi_modal_inputs``.  Per-turn rewards, turn-end positions and
-env metrics go into ``extra_fields`` (columns of the batch), their sum into ``reward_score``.
+names the env, its config, the seed and the run's rollout keys in ``extra_info``.  The episode
+itself (env start, system prompt with tool schemas, turn records, env/tool timeouts, reflection,
+budgets, the trajectory) is :class:`vista_rl.rollout.EpisodeDriver`, the same object
+``RolloutEngine`` drives, so verl trains exactly the episodes ``vista eval`` runs.  This module owns
+only what is verl's: generating through verl's token-in/token-out server, merging tokens with verl's
+Continuous Token builder (mask 1 on generated tokens, 0 on observations) and verl's output shapes.
 
-Env and tool calls run in a thread (``run_in_executor``) so a slow env never blocks the event loop
-that serves other samples; an env that raises ends the episode with the error in ``vista_failure``
-(never the batch).
+``run`` is an explicit state machine, like verl's own ``ToolAgentLoop``::
+
+    PENDING ──(env started, prompt tokens built)──> GENERATING ──(reply merged)──> PROCESSING
+       │                                                ^                              │
+       └──(env failed to start: raises)                 └──(observation merged)────────┤
+                                                                                       v
+                                                                                  TERMINATED
+
+verl's agent loop returns one output (one training sequence) per sample, so a config whose context
+window drops history (``rollout.window_size``) or asks for one sequence per turn cannot be trained
+as the local engine trains it: the loop refuses such a row (:data:`WINDOW_REFUSAL`) rather than
+train a different algorithm; ``vista train --engine verl --dry-run`` refuses the config first.
+
+Env and tool calls run on a per-process :class:`~vista_rl.rollout.workers.CallPool` (with the run's
+timeouts), waited on from an executor thread so a slow env never blocks the event loop serving
+other samples; an env that raises or hangs ends its episode with the reason in ``vista_failure``.
+Replies are decoded keeping special tokens (``<answer>`` may be one), dropping only end/pad tokens.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
+import enum
 import json
 import threading
 import time
@@ -28,71 +38,118 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from PIL import Image
 from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutput, register
 
 import vista_rl
 from vista_plugin_verl.agent_loop_name import AGENT_NAME
-from vista_rl import Env, Observation, TokenView, Tool, Trajectory, Turn
+from vista_rl import Env, Tool, Trajectory
 from vista_rl.config import RolloutSection
-from vista_rl.rollout import TurnOutcome, make_env_tools, take_turn
+from vista_rl.model import Generation
+from vista_rl.observation import Chat, Message
+from vista_rl.rollout import EpisodeDriver, EpisodeSpec, make_env_tools
+from vista_rl.rollout.workers import CallPool
 
 DEFAULT_MAX_TURNS = 5
+POOL_WORKERS = 64
+
+WINDOW_REFUSAL = ("rollout.window_size / rollout.sequences: verl's agent loop returns one training sequence per "
+                  "episode, so a context window or per-turn sequences cannot be trained as the local engine trains "
+                  "them; set rollout.window_size to null and rollout.sequences to 'episode' (or 'auto'), or train "
+                  "with --engine local")
 
 
-@dataclass
-class EpisodeState:
-    """Everything the loop accumulates; ``trajectory()`` turns it into a vista Trajectory."""
+class Phase(enum.Enum):
+    """Where one sample's loop is (see the module doc)."""
 
-    env_id: str
-    seed: int | None
-    system_prompt: str
-    initial: Observation
-    token_ids: list[int] = field(default_factory=list)
-    response_mask: list[int] = field(default_factory=list)
-    logprobs: list[float] | None = None
-    images: list[Any] = field(default_factory=list)
-    turns: list[Turn] = field(default_factory=list)
-    turn_ends: list[int] = field(default_factory=list)
-    tool_calls: int = 0
-    attempt: int = 1
-    success: bool = False
-    failure: str | None = None
-
-    def trajectory(self, prompt_length: int) -> Trajectory:
-        view = TokenView(
-            input_ids=list(self.token_ids),
-            loss_mask=[0] * prompt_length + list(self.response_mask),
-            turn_ends=[prompt_length + end for end in self.turn_ends],
-            turn_rewards=[turn.reward for turn in self.turns],
-            logprobs=[0.0] * prompt_length + list(self.logprobs) if self.logprobs is not None else None,
-        )
-        return Trajectory(env_id=self.env_id, seed=self.seed, system_prompt=self.system_prompt,
-                          initial_observation=self.initial.text, initial_images=list(self.initial.images),
-                          turns=list(self.turns), success=self.success, failure=self.failure, token_view=view,
-                          metadata={"attempts": self.attempt})
+    PENDING = "pending"
+    GENERATING = "generating"
+    PROCESSING = "processing"
+    TERMINATED = "terminated"
 
 
-def observation_message(observation: Observation, role: str = "user") -> dict[str, Any]:
-    """A chat message in the HF content-part form verl's builders and processors read."""
-    if not observation.images:
-        return {"role": role, "content": observation.text}
-    parts = observation.to_content_parts("hf")
-    for part in parts:
-        if part["type"] == "image":
-            part["image"] = part["image"].convert("RGB")
-    return {"role": role, "content": parts}
+def hf_message(message: Message) -> dict[str, Any]:
+    """A vista chat message in the HF content-part form verl's builders and processors read."""
+    chat = message.to_chat("hf")
+    if isinstance(chat["content"], list):
+        for part in chat["content"]:
+            if part["type"] == "image":
+                part["image"] = part["image"].convert("RGB")
+    return chat
 
 
-def _images_of(message: dict[str, Any]) -> list[Any]:
+def hf_messages(chat: Chat) -> list[dict[str, Any]]:
+    return [hf_message(message) for message in chat]
+
+
+def _images_of(message: dict[str, Any]) -> list[Image.Image]:
     content = message.get("content")
     if not isinstance(content, list):
         return []
     return [part["image"] for part in content if part.get("type") == "image"]
 
 
+def end_token_ids(tokenizer: Any) -> set[int]:
+    """Ids that end a reply or pad it: never part of the text the env sees."""
+    ids = {tokenizer.eos_token_id, tokenizer.pad_token_id}
+    for token in ("<|im_end|>", "<|endoftext|>"):
+        token_id = tokenizer.convert_tokens_to_ids(token)
+        if isinstance(token_id, int) and token_id != tokenizer.unk_token_id:
+            ids.add(token_id)
+    return {int(token_id) for token_id in ids if isinstance(token_id, int)}
+
+
+def reply_text(tokenizer: Any, token_ids: list[int], end_ids: set[int]) -> str:
+    """The reply as the env sees it: special tokens kept (the answer grammar may use them, as the
+    local engine keeps them), end-of-turn and pad tokens dropped."""
+    return str(tokenizer.decode([i for i in token_ids if i not in end_ids], skip_special_tokens=False))
+
+
+def finish_reason(token_ids: list[int], stop_reason: str | None, end_ids: set[int]) -> str:
+    """verl's ``stop_reason`` ("completed", "aborted") in vista's terms ("stop", "length", "abort")."""
+    if stop_reason == "aborted":
+        return "abort"
+    return "stop" if token_ids and token_ids[-1] in end_ids else "length"
+
+
+@dataclass
+class LoopState:
+    """One sample's tokens as verl sees them, next to the episode driver."""
+
+    driver: EpisodeDriver
+    request_id: str
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    token_ids: list[int] = field(default_factory=list)
+    response_mask: list[int] = field(default_factory=list)
+    logprobs: list[float] | None = None
+    images: list[Image.Image] = field(default_factory=list)
+    prompt_length: int = 0
+    turn_ends: list[int] = field(default_factory=list)
+    chat: Chat = field(default_factory=list)
+    generation: Generation | None = None
+    metrics: dict[str, float] = field(default_factory=lambda: {"generate_sequences": 0.0, "tool_calls": 0.0})
+
+
+def settings_from_row(extra: dict[str, Any], default_max_turns: int) -> RolloutSection:
+    """The run's rollout keys a dataset row carries (JSON text), with the row's ``max_turns``."""
+    raw = extra.get("rollout") or {}
+    data = dict(json.loads(raw) if isinstance(raw, str) else raw)
+    data["max_turns"] = int(extra.get("max_turns") or data.get("max_turns") or default_max_turns)
+    settings = RolloutSection(**data)
+    if settings.window_size is not None or settings.per_turn_sequences:
+        raise ValueError(WINDOW_REFUSAL)
+    return settings
+
+
 @register(AGENT_NAME)
 class VistaAgentLoop(AgentLoopBase):
     """Registered in verl as ``vista_agent`` (select it with the row column ``agent_name``)."""
+
+    #: Tools made in this worker process, per ``rollout.tools`` entry: made once, so a tool holding
+    #: weights (a detector) loads them once per worker, not once per episode.
+    _tool_caches: ClassVar[dict[str, dict[str, Tool]]] = {}
+    _tool_lock: ClassVar[threading.Lock] = threading.Lock()
+    _pool: ClassVar[CallPool | None] = None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.pop("tools", None)  # verl's tool list; vista envs bring their own tools
@@ -101,136 +158,141 @@ class VistaAgentLoop(AgentLoopBase):
         self.response_length = int(self.rollout_config.response_length)
         multi_turn = self.rollout_config.get("multi_turn", {}) or {}
         self.default_max_turns = int(multi_turn.get("max_assistant_turns") or DEFAULT_MAX_TURNS)
-        self.last_state: EpisodeState | None = None
+        self.end_ids = end_token_ids(self.tokenizer)
+        self.last_trajectory: Trajectory | None = None
 
-    # --------------------------------------------------------------------- helpers
-    async def _in_thread(self, fn: Any, *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+    @classmethod
+    def pool(cls) -> CallPool:
+        with cls._tool_lock:
+            if cls._pool is None:
+                cls._pool = CallPool(POOL_WORKERS, name="vista-verl")
+            return cls._pool
 
-    #: Tools made in this worker process, per id and ``rollout.tools`` entry: made once, so a tool
-    #: holding weights (a detector) loads them once per worker, not once per episode.
-    _tool_caches: ClassVar[dict[str, dict[str, Tool]]] = {}
-    _tool_lock: ClassVar[threading.Lock] = threading.Lock()
-
-    def _tools_for(self, env: Env, settings: RolloutSection) -> dict[str, Tool]:
+    def _tools_factory(self, settings: RolloutSection) -> Any:
         key = json.dumps({tool_id: override.model_dump() for tool_id, override in settings.tools.items()},
                          sort_keys=True, default=str)
         with self._tool_lock:
             cache = self._tool_caches.setdefault(key, {})
-        return make_env_tools(env.tools, settings.tools, cache, self._tool_lock)
+
+        def tools_for(env: Env) -> dict[str, Tool]:
+            return make_env_tools(env.tools, settings.tools, cache, self._tool_lock)
+
+        return tools_for
+
+    async def _in_thread(self, fn: Any, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
 
     # ------------------------------------------------------------------------ run
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         extra = dict(kwargs.get("extra_info") or {})
-        env_id = str(extra.get("env_id") or kwargs.get("env_id"))
         raw_config = extra.get("env_config") or {}
-        env_config = dict(json.loads(raw_config) if isinstance(raw_config, str) else raw_config)
-        seed = extra.get("seed")
-        max_turns = int(extra.get("max_turns") or self.default_max_turns)
-        raw_rollout = extra.get("rollout") or {}
-        settings = RolloutSection(**(json.loads(raw_rollout) if isinstance(raw_rollout, str) else raw_rollout))
-        request_id = uuid.uuid4().hex
-        metrics: dict[str, float] = {"generate_sequences": 0.0, "tool_calls": 0.0}
-
-        env: Env = await self._in_thread(lambda: vista_rl.make_env(env_id, **env_config))
+        spec = EpisodeSpec(env_id=str(extra.get("env_id") or kwargs.get("env_id")), seed=extra.get("seed"),
+                           env_config=dict(json.loads(raw_config) if isinstance(raw_config, str) else raw_config))
+        settings = settings_from_row(extra, self.default_max_turns)
+        state = LoopState(EpisodeDriver(spec, settings, end_tokens=set(self.end_ids)), uuid.uuid4().hex)
+        phase = Phase.PENDING
         try:
-            initial, _info = await self._in_thread(env.reset, seed)
-            tools = await self._in_thread(self._tools_for, env, settings)
-            state = EpisodeState(env_id, seed, env.system_prompt(), initial)
-            messages: list[dict[str, Any]] = []
-            if state.system_prompt:
-                messages.append({"role": "system", "content": state.system_prompt})
-            messages.append(observation_message(initial))
-            state.images = _images_of(messages[-1])
-            self._assert_mm_supported(bool(state.images))
-            state.token_ids = await self.ct_build_initial_tokens(messages, images=state.images or None)
-            prompt_length = len(state.token_ids)
-            observation_text = initial.text
-
-            turns_in_attempt = 0
-            while turns_in_attempt < max_turns:
-                turns_in_attempt += 1
-                started = time.perf_counter()
-                output = await self.server_manager.generate(
-                    request_id=request_id, prompt_ids=state.token_ids, sampling_params=sampling_params,
-                    image_data=state.images or None)
-                metrics["generate_sequences"] += time.perf_counter() - started
-                if state.logprobs is None and output.log_probs:
-                    state.logprobs = []  # logprobs are on from the first turn (verl keeps them aligned)
-                merged, mask, logprobs = await self.ct_merge_assistant_token(
-                    state.token_ids, output.token_ids, state.response_mask, state.logprobs,
-                    assistant_logprobs=output.log_probs or None)
-                state.token_ids, state.response_mask = merged.token_ids, mask
-                if logprobs is not None:
-                    state.logprobs = logprobs
-                state.turn_ends.append(max(i for i, bit in enumerate(mask) if bit))
-                reply = self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
-                messages.append({"role": "assistant", "content": reply})
-
-                started = time.perf_counter()
-                outcome: TurnOutcome = await self._in_thread(functools.partial(
-                    take_turn, reply, env, tools, list(state.images), settings, state.attempt, seed=seed,
-                    metadata={"env_id": env_id, "seed": seed}))
-                if outcome.tool_calls:
-                    state.tool_calls += 1
-                    metrics["tool_calls"] += time.perf_counter() - started
-                state.turns.append(Turn(observation=observation_text, response=reply, reward=outcome.reward,
-                                        info=dict(outcome.info), error=outcome.error,
-                                        tool_calls=[execution.record() for execution in outcome.tool_calls]))
-                if outcome.success is not None:
-                    state.success = outcome.success
-                if outcome.failure is not None:
-                    state.failure = outcome.failure
-                if outcome.observation is None or len(state.response_mask) >= self.response_length:
-                    break
-                observation = Observation(outcome.observation.content, list(outcome.observation.images))
-                previous = list(messages)
-                messages.append(observation_message(observation, outcome.observation.role))
-                merged, mask, logprobs = await self.ct_merge_context_msg(
-                    previous, messages, state.token_ids, state.response_mask,
-                    state.logprobs if state.logprobs is not None else None)
-                if len(mask) >= self.response_length:
-                    break  # the observation would overflow: stop before committing its images
-                state.token_ids, state.response_mask = merged.token_ids, mask
-                if logprobs is not None:
-                    state.logprobs = logprobs
-                state.images.extend(_images_of(messages[-1]))
-                observation_text = observation.text
-                if outcome.retry:  # reflection: the env was reset; a new try with its own turn budget
-                    state.attempt += 1
-                    turns_in_attempt = 0
-        except Exception as exc:  # noqa: BLE001 - an env failure ends this episode, not the batch
-            if "state" not in locals() or not state.token_ids:
-                raise
-            state.failure = f"{type(exc).__name__}: {exc}"
+            while phase is not Phase.TERMINATED:
+                if phase is Phase.PENDING:
+                    phase = await self._pending(state, settings)
+                elif phase is Phase.GENERATING:
+                    phase = await self._generating(state, sampling_params)
+                else:
+                    phase = await self._processing(state)
         finally:
-            await self._in_thread(env.close)
+            self.last_trajectory = await self._in_thread(state.driver.finish)
+        return self._output(state, self.last_trajectory)
 
-        self.last_state = state
-        return self._output(state, prompt_length, metrics)
+    async def _pending(self, state: LoopState, settings: RolloutSection) -> Phase:
+        """Start the env (timeout: ``env_timeout_s``) and build the first prompt's tokens."""
+        driver = state.driver
+        await self._in_thread(driver.open, self.pool(), self._tools_factory(settings))
+        if driver.done:  # nothing to train on: verl needs a prompt, so the sample fails loudly
+            raise RuntimeError(driver.trajectory.failure or f"env {driver.spec.env_id} did not start")
+        state.chat = driver.chat()
+        state.messages = hf_messages(state.chat)
+        state.images = [image for message in state.messages for image in _images_of(message)]
+        self._assert_mm_supported(bool(state.images))
+        state.token_ids = await self.ct_build_initial_tokens(state.messages, images=state.images or None)
+        state.prompt_length = len(state.token_ids)
+        return Phase.GENERATING
 
-    def _output(self, state: EpisodeState, prompt_length: int, metrics: dict[str, float]) -> AgentLoopOutput:
-        limit = self.response_length
-        response_ids = state.token_ids[prompt_length:]
-        turn_scores = [turn.reward for turn in state.turns]
-        turn_ends = [end for end in state.turn_ends if end < limit]
+    async def _generating(self, state: LoopState, sampling_params: dict[str, Any]) -> Phase:
+        """One reply from verl's server, merged as generated tokens (mask 1)."""
+        started = time.perf_counter()
+        prompt_ids = list(state.token_ids)
+        output = await self.server_manager.generate(
+            request_id=state.request_id, prompt_ids=prompt_ids, sampling_params=sampling_params,
+            image_data=list(state.images) or None)
+        state.metrics["generate_sequences"] += time.perf_counter() - started
+        if state.logprobs is None and output.log_probs and not state.response_mask:
+            state.logprobs = []  # logprobs are on from the first turn (verl keeps them aligned)
+        merged, mask, logprobs = await self.ct_merge_assistant_token(
+            state.token_ids, output.token_ids, state.response_mask, state.logprobs,
+            assistant_logprobs=output.log_probs or None)
+        state.token_ids, state.response_mask = merged.token_ids, mask
+        if logprobs is not None:
+            state.logprobs = logprobs
+        state.turn_ends.append(max(i for i, bit in enumerate(mask) if bit))
+        token_ids = list(output.token_ids)
+        state.generation = Generation(
+            text=reply_text(self.tokenizer, token_ids, self.end_ids), token_ids=token_ids,
+            logprobs=list(output.log_probs) if output.log_probs else None, prompt_token_ids=prompt_ids,
+            finish_reason=finish_reason(token_ids, output.stop_reason, self.end_ids))
+        return Phase.PROCESSING
+
+    async def _processing(self, state: LoopState) -> Phase:
+        """The reply's env step or tool calls (via the driver), then the next observation merged
+        as context tokens (mask 0), unless the episode ended or the response is full."""
+        driver, generation = state.driver, state.generation
+        assert generation is not None
+        started = time.perf_counter()
+        _steps, tool_calls = await self._in_thread(driver.turn, self.pool(), state.chat, generation)
+        if tool_calls:
+            state.metrics["tool_calls"] += time.perf_counter() - started
+        if driver.done:
+            return Phase.TERMINATED
+        if len(state.response_mask) >= self.response_length:
+            driver.end("response_length")
+            return Phase.TERMINATED
+        chat = driver.chat()  # the full history (a window is refused): the old chat, the reply, what it led to
+        previous = [*state.messages, hf_message(chat[len(state.messages)])]
+        updated = [*previous, *hf_messages(chat[len(previous):])]
+        merged, mask, logprobs = await self.ct_merge_context_msg(
+            previous, updated, state.token_ids, state.response_mask, state.logprobs)
+        if len(mask) >= self.response_length:
+            driver.end("response_length")  # the observation would overflow: stop before committing its images
+            return Phase.TERMINATED
+        state.token_ids, state.response_mask = merged.token_ids, mask
+        if logprobs is not None:
+            state.logprobs = logprobs
+        state.images.extend(image for message in updated[len(previous):] for image in _images_of(message))
+        state.messages, state.chat = updated, chat
+        return Phase.GENERATING
+
+    # --------------------------------------------------------------------- output
+    def _output(self, state: LoopState, trajectory: Trajectory) -> AgentLoopOutput:
+        limit, start = self.response_length, state.prompt_length
+        turn_scores = [turn.reward for turn in trajectory.turns]
+        metadata = trajectory.metadata
         return AgentLoopOutput(
-            prompt_ids=state.token_ids[:prompt_length],
-            response_ids=response_ids[:limit],
+            prompt_ids=state.token_ids[:start],
+            response_ids=state.token_ids[start:][:limit],
             response_mask=state.response_mask[:limit],
             response_logprobs=state.logprobs[:limit] if state.logprobs is not None else None,
             multi_modal_data={"images": list(state.images)} if state.images else {},
             reward_score=float(sum(turn_scores)),
-            num_turns=1 + 2 * len(state.turns),
-            metrics=metrics,
+            num_turns=1 + 2 * len(trajectory.turns),
+            metrics=state.metrics,
             extra_fields={
                 "turn_scores": turn_scores,
-                "turn_ends": turn_ends,
-                "vista_env_id": state.env_id,
-                "vista_seed": state.seed,
-                "vista_success": state.success,
-                "vista_tool_calls": state.tool_calls,
-                "vista_failure": state.failure,
-                "vista_attempts": state.attempt,
+                "turn_ends": [end for end in state.turn_ends if end < limit],
+                "vista_env_id": trajectory.env_id,
+                "vista_seed": trajectory.seed,
+                "vista_success": bool(trajectory.success),
+                "vista_tool_calls": int(metadata.get("tool_calls", 0)),
+                "vista_failure": trajectory.failure,
+                "vista_stop_reason": str(metadata.get("stop_reason", "")),
+                "vista_attempts": int(metadata.get("attempts", 1)),
             },
         )
