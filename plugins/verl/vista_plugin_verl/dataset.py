@@ -4,8 +4,8 @@ Columns follow verl's ``RLHFDataset``: ``prompt`` (a placeholder chat, since the
 the real prompt from the env's reset), ``data_source``, ``agent_name`` (selects the vista agent loop),
 ``reward_model`` and ``extra_info`` with ``env_id``, ``env_config`` (JSON text: configs differ per env
 and parquet wants one schema), ``seed``, ``max_turns``, ``rollout`` (JSON text of the run's
-per-turn rollout keys, reflection and the tool-result role, which the agent loop applies as
-``RolloutEngine`` does), ``split`` and ``index``.  Train and validation seeds come from separate
+rollout keys in :data:`TURN_KEYS`, which the agent loop's episode driver applies as ``RolloutEngine``
+does), ``split`` and ``index``.  Train and validation seeds come from separate
 ranges and are checked to be disjoint (VAGEN's legacy builder drew both from the same prefix).
 """
 
@@ -18,8 +18,12 @@ from typing import Any
 
 from vista_plugin_verl.agent_loop_name import AGENT_NAME
 
-# what vista_rl.rollout.take_turn reads, and rollout.tools (how the worker makes the env's tools)
-TURN_KEYS = ("reflection", "reflection_attempts", "tool_response_role", "tools")
+#: The rollout keys the agent loop's EpisodeDriver reads, as RolloutEngine reads them: reflection, the
+#: tool-result role, the tool schemas in the system prompt (describe_tools), rollout.tools (how the
+#: worker makes the env's tools), the env/tool timeouts, the token budget, and the context-window keys
+#: (window_size, sequences), which the loop refuses rather than train a different algorithm.
+TURN_KEYS = ("reflection", "reflection_attempts", "tool_response_role", "describe_tools", "tools",
+             "env_timeout_s", "tool_timeout_s", "max_context_tokens", "window_size", "sequences")
 
 
 class SeedOverlapError(ValueError):
