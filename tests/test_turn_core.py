@@ -1,10 +1,12 @@
-"""A turn behaves the same in every engine: the same scripted replies through ``RolloutEngine`` and
-through :func:`vista_rl.rollout.take_turn` driven the way the verl agent loop drives it (one episode,
-in order, images accumulated, the attempt counted on ``retry``) give the same observation, reward,
-tool records, success and failure per turn."""
+"""A turn behaves the same in every engine: the same scripted replies through ``RolloutEngine``
+(batched) and through one :class:`~vista_rl.rollout.EpisodeDriver` driven one episode at a time,
+the way the verl agent loop drives it (open, then ``turn`` per reply, then ``finish``), give the same
+observation, reward, tool records, images, success and failure per turn.  (The verl loop itself,
+through verl's machinery, is compared with the engine in plugins/verl/tests/test_verl_parity.py.)"""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
@@ -14,8 +16,11 @@ import vista_rl
 from tests.rollout_testkit import CharTokenBackend, RolloutTestPlugin, swatch
 from vista_rl import Env, Observation, StepResult
 from vista_rl.config import RolloutSection
+from vista_rl.model import Generation
 from vista_rl.parsing import parse_response
-from vista_rl.rollout import EpisodeSpec, RolloutEngine, take_turn
+from vista_rl.rollout import EpisodeDriver, EpisodeSpec, RolloutEngine
+from vista_rl.rollout.turn import make_env_tools
+from vista_rl.rollout.workers import CallPool
 from vista_rl.tool import Tool, ToolContext, ToolResult
 
 ENV = "test/parity-v0"
@@ -103,60 +108,47 @@ REPLIES = [
 ]
 
 
-def _turns(observations: list[str], replies: list[str], rewards: list[float], records: list[Any],
-           successes: list[Any], images: list[list[tuple[int, int]]]) -> list[dict[str, Any]]:
-    return [{"observation": o, "reply": r, "reward": w, "tools": t, "success": s, "images": i}
-            for o, r, w, t, s, i in zip(observations, replies, rewards, records, successes, images, strict=True)]
+def _turns(trajectory: vista_rl.Trajectory) -> list[dict[str, Any]]:
+    return [{"observation": t.observation, "reply": t.response, "reward": t.reward,
+             "tools": [(c.name, c.result_text, c.num_images, c.error) for c in t.tool_calls],
+             "success": t.info.get("success"), "images": [im.size for im in t.images]} for t in trajectory.turns]
 
 
 def through_the_engine(settings: RolloutSection) -> tuple[list[dict[str, Any]], vista_rl.Trajectory]:
     with RolloutEngine(CharTokenBackend(REPLIES), settings) as engine:
         (trajectory,) = engine.run([EpisodeSpec(ENV, 1)])
-    turns = trajectory.turns
-    return _turns([t.observation for t in turns], [t.response for t in turns], [t.reward for t in turns],
-                  [[(c.name, c.result_text, c.num_images, c.error) for c in t.tool_calls] for t in turns],
-                  [t.info.get("success") for t in turns], [[im.size for im in t.images] for t in turns]), trajectory
+    return _turns(trajectory), trajectory
 
 
-def as_the_verl_loop_does(settings: RolloutSection) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The agent loop's use of ``take_turn`` (plugins/verl/vista_plugin_verl/agent_loop.py), minus tokens."""
-    env = vista_rl.make_env(ENV)
-    tools = {tool.name: tool for tool in (vista_rl.make_tool(tool_id) for tool_id in env.tools)}
-    initial, _ = env.reset(seed=1)
-    images, observation, observation_images = list(initial.images), initial.text, list(initial.images)
-    attempt, turns_in_attempt = 1, 0
-    end: dict[str, Any] = {}
-    columns: list[list[Any]] = [[], [], [], [], [], []]
-    for reply in REPLIES:
-        turns_in_attempt += 1
-        outcome = take_turn(reply, env, tools, list(images), settings, attempt, seed=1,
-                            metadata={"env_id": ENV, "seed": 1})
-        for column, value in zip(columns, (
-                observation, reply, outcome.reward,
-                [(c.name, c.result_text, c.num_images, c.error) for c in (e.record() for e in outcome.tool_calls)],
-                outcome.info.get("success"), [im.size for im in observation_images]), strict=True):
-            column.append(value)
-        end = {"failure": outcome.failure, "stop_reason": outcome.stop_reason, "attempts": attempt}
-        if outcome.observation is None:
+def one_episode_at_a_time(settings: RolloutSection, replies: list[str] = REPLIES,
+                          env_id: str = ENV) -> vista_rl.Trajectory:
+    """What the verl agent loop does with the driver, minus tokens."""
+    pool = CallPool(4)
+    cache: dict[str, Any] = {}
+    lock = threading.Lock()
+    driver = EpisodeDriver(EpisodeSpec(env_id, 1), settings)
+    driver.open(pool, lambda env: make_env_tools(env.tools, settings.tools, cache, lock))
+    for reply in replies:
+        if driver.done:
             break
-        observation, observation_images = outcome.observation.content, list(outcome.observation.images)
-        images.extend(observation_images)
-        if outcome.retry:
-            attempt, turns_in_attempt = attempt + 1, 0
-        if turns_in_attempt >= settings.max_turns:
-            break
-    return _turns(*columns), end
+        driver.turn(pool, driver.chat(), Generation(text=reply))
+    trajectory = driver.finish()
+    pool.close()
+    return trajectory
 
 
 def test_a_turn_behaves_the_same_in_the_engine_and_in_the_verl_loop() -> None:
     settings = RolloutSection(reflection=True, reflection_attempts=2, max_turns=10, tool_response_role="tool")
     engine_turns, trajectory = through_the_engine(settings)
-    loop_turns, end = as_the_verl_loop_does(settings)
+    single = one_episode_at_a_time(settings)
+    loop_turns = _turns(single)
     assert len(engine_turns) == len(loop_turns) == len(REPLIES)
     for index, (ours, theirs) in enumerate(zip(engine_turns, loop_turns, strict=True)):
         assert ours == theirs, f"turn {index} ({REPLIES[index]!r}) differs"
-    assert end == {"failure": trajectory.failure, "stop_reason": trajectory.metadata["stop_reason"],
-                   "attempts": trajectory.metadata["attempts"]}
+    keys = ("stop_reason", "attempts", "tool_calls", "env_steps", "format_errors", "first_attempt_success")
+    assert {key: single.metadata[key] for key in keys} == {key: trajectory.metadata[key] for key in keys}
+    assert (single.failure, single.system_prompt) == (trajectory.failure, trajectory.system_prompt)
+    assert "zoom" in single.system_prompt  # the tool schemas, as RolloutEngine writes them
 
     # ... and what that shared behaviour is, turn by turn
     tools = [turn["tools"] for turn in engine_turns]
@@ -177,25 +169,27 @@ def test_a_turn_behaves_the_same_in_the_engine_and_in_the_verl_loop() -> None:
     assert trajectory.metadata["stop_reason"] == "env_error" and trajectory.metadata["attempts"] == 2
 
 
-def test_take_turn_never_raises_on_a_broken_reset() -> None:
-    """A reflection reset that raises fails the episode, keeping the scored step's reward and info."""
+class BrokenReset(ParityEnv):
+    """Resets once; the reflection reset raises."""
 
-    class BrokenReset(ParityEnv):
-        resets = 0
+    resets = 0
 
-        def reset(self, seed: int | None = None) -> tuple[Observation, dict[str, Any]]:
-            self.resets += 1
-            if self.resets > 1:
-                raise ValueError("no second reset")
-            return super().reset(seed)
+    def reset(self, seed: int | None = None) -> tuple[Observation, dict[str, Any]]:
+        type(self).resets += 1
+        if type(self).resets > 1:
+            raise ValueError("no second reset")
+        return super().reset(seed)
 
-    env = BrokenReset()
-    env.reset(seed=0)
+
+def test_a_broken_reflection_reset_fails_the_episode_keeping_the_scored_step(vista_plugin: Any) -> None:
+    vista_plugin(type("P", (), {"register_envs": vista_rl.hookimpl(
+        lambda self, register: register("test/broken-reset-v0", BrokenReset))})())
+    BrokenReset.resets = 0
     settings = RolloutSection(reflection=True, reflection_attempts=3)
-    outcome = take_turn("<answer>1</answer>", env, {}, [], settings)
-    assert outcome.done and outcome.observation is None and not outcome.retry
-    assert outcome.failure == "env.reset() for a reflection retry raised ValueError: no second reset"
-    assert outcome.info["success"] is False and outcome.stop_reason == "env_error"
+    trajectory = one_episode_at_a_time(settings, ["<answer>1</answer>", "<answer>2</answer>"], "test/broken-reset-v0")
+    assert len(trajectory.turns) == 1 and trajectory.metadata["stop_reason"] == "env_error"
+    assert trajectory.failure == "env.reset() for a reflection retry raised ValueError: no second reset"
+    assert trajectory.turns[0].info["success"] is False and trajectory.success is False
 
 
 @pytest.mark.parametrize("arguments", ["[" * 100_000, '{"x": ' + "9" * 5000 + "}"])

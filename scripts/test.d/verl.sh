@@ -41,8 +41,12 @@ if [ ! -f "$STAMP" ]; then
   pip_install -e ".[dev]" -e sdk "torch==2.13.0"
   # The verl plugin (+ oddshape, an image env for its tests; torchvision for the Qwen2.5-VL processor).
   pip_install -e plugins/verl -e plugins/oddshape "torch==2.13.0"
+  # The tool env the parity test runs through verl's agent-loop worker (visual_search/zoom-small-v0,
+  # its crop_zoom tool) and what it depends on.
+  pip_install -e plugins/judges -e plugins/datasets -e plugins/vqa -e plugins/tools -e plugins/visual_search \
+    "torch==2.13.0"
   VENV="$VENV" bash scripts/setup.d/torchvision.sh
-  "$VENV/bin/python" -c "import verl.trainer.ppo.core_algos, vista_rl, vista_rl_sdk" >/dev/null
+  "$VENV/bin/python" -c "import verl.trainer.ppo.core_algos, vista_rl, vista_rl_sdk, vista_plugin_visual_search" >/dev/null
   rm -f "$VENV"/.vista-verl-*
   touch "$STAMP"
   echo "verl: environment ready ($("$VENV/bin/python" -c 'import verl; print(verl.__version__)'))"

@@ -29,15 +29,16 @@ from vista_rl.rollout.turn import (
     parse_tool_calls,
     reflection_message,
     step_outcome,
-    take_turn,
     tool_context,
     tool_outcome,
 )
+from vista_rl.rollout.workers import CallOutcome, CallPool
 
 __all__ = [
-    "MAX_TOOL_CALLS_PER_TURN", "Chunk", "EpisodeDriver", "EpisodeSpec", "Estimate", "ModelWorkerError", "ProcessModelWorkerPool",
-    "RolloutEngine", "RolloutMetrics", "RolloutTimings", "TokenViewBuilder", "ToolExecution", "TurnOutcome",
-    "add_timings", "episode_specs", "execute_tool_calls", "failed_trajectory", "make_backend", "make_chunks",
-    "make_env_tools", "make_pool", "mean", "proportion", "parse_tool_calls", "reflection_message", "run_chunk", "step_outcome",
-    "take_turn", "tool_context", "tool_outcome", "TurnCalls", "open_env", "warm_up",
+    "CallOutcome", "CallPool", "Chunk", "EpisodeDriver", "EpisodeSpec", "Estimate", "MAX_TOOL_CALLS_PER_TURN",
+    "ModelWorkerError", "ProcessModelWorkerPool", "RolloutEngine", "RolloutMetrics", "RolloutTimings",
+    "TokenViewBuilder", "ToolExecution", "TurnCalls", "TurnOutcome", "add_timings", "episode_specs",
+    "execute_tool_calls", "failed_trajectory", "make_backend", "make_chunks", "make_env_tools", "make_pool", "mean",
+    "open_env", "parse_tool_calls", "proportion", "reflection_message", "run_chunk", "step_outcome", "tool_context",
+    "tool_outcome", "warm_up"
 ]

@@ -2,9 +2,8 @@
 
 A reply either calls tools (the env's tools, parsed from ``<tool_call>`` blocks) or is an action
 for ``env.step``.  The rules for both, and for engine-side reflection (docs/reflection.md), live
-here so that a turn behaves the same in :class:`~vista_rl.rollout.RolloutEngine` (batched, with a
-thread pool and timeouts, which call the pure pieces below) and in engines that drive one episode
-at a time, such as the verl agent loop (which calls :func:`take_turn` in a worker thread):
+here as pure pieces that :class:`~vista_rl.rollout.episode.EpisodeDriver` (the one episode driver
+``RolloutEngine`` and the verl agent loop both use) calls around its pooled, timed-out calls:
 
 - every tool call is guarded: too many calls, an invalid call, an unknown tool, a tool that raises
   or returns something other than a usable :class:`~vista_rl.tool.ToolResult` all become an error
@@ -226,40 +225,3 @@ def reset_failure(value: Any) -> str | None:
     if isinstance(value, Observation):
         return None
     return f"env.reset() for a reflection retry returned {type(value).__name__}, not an Observation"
-
-
-# ----------------------------------------------------------------- one turn, in order
-def take_turn(reply: str, env: Env, tools: Mapping[str, Tool], images: Sequence[Image.Image],
-              settings: RolloutSection, attempt: int = 1, *, seed: int | None = None,
-              metadata: Mapping[str, Any] | None = None) -> TurnOutcome:
-    """Everything after a reply is decoded, in this thread, for engines that run one episode at a
-    time: tools or ``env.step``, then (on a reflection retry) ``env.reset(seed)`` and the retry
-    prompt as ``observation``.  Never raises; blocking, so async callers run it in an executor."""
-    calls, parse_error = parse_tool_calls(reply, tools)
-    if calls:
-        executions = execute_tool_calls(calls, tools, tool_context(env, images, metadata))
-        outcome = tool_outcome(executions, settings.tool_response_role)
-    else:
-        try:
-            result = env.step(reply)
-        except Exception as exc:  # noqa: BLE001 - an env crash ends this episode, never the batch
-            outcome = failed(f"env.step() raised {type(exc).__name__}: {exc}")
-        else:
-            outcome = step_outcome(result, settings, attempt)
-    outcome.error = parse_error
-    if outcome.retry:
-        try:
-            observation, _info = env.reset(seed=seed)
-        except Exception as exc:  # noqa: BLE001
-            return _keep(outcome, failed(f"env.reset() for a reflection retry raised {type(exc).__name__}: {exc}"))
-        problem = reset_failure(observation)
-        if problem is not None:
-            return _keep(outcome, failed(problem))
-        outcome.observation = reflection_message(outcome.info, observation, settings, attempt + 1)
-    return outcome
-
-
-def _keep(turn: TurnOutcome, failure: TurnOutcome) -> TurnOutcome:
-    """A failed reset after a scored step: the step's reward and info stay on the turn."""
-    failure.reward, failure.info, failure.final_observation = turn.reward, turn.info, turn.final_observation
-    return failure

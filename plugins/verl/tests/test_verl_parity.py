@@ -44,12 +44,21 @@ from vista_plugin_verl.config import compose_overrides, compose_verl_config, eng
 from vista_plugin_verl.dataset import env_rows  # noqa: E402
 
 import vista_rl  # noqa: E402
-from vista_rl import Env, Observation, StepResult, Trajectory  # noqa: E402
+from vista_rl import (  # noqa: E402
+    Chat,
+    Env,
+    Generation,
+    ModelBackend,
+    Observation,
+    SamplingParams,
+    StepResult,
+    Tool,
+    ToolContext,
+    ToolResult,
+    Trajectory,
+)
 from vista_rl.config import RolloutSection, RunConfig  # noqa: E402
-from vista_rl.model import Generation, ModelBackend, SamplingParams  # noqa: E402
-from vista_rl.observation import Chat  # noqa: E402
 from vista_rl.rollout import EpisodeSpec, RolloutEngine  # noqa: E402
-from vista_rl.tool import Tool, ToolContext, ToolResult  # noqa: E402
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ZOOM_ENV = "visual_search/zoom-small-v0"

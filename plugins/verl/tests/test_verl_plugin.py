@@ -196,7 +196,7 @@ class AlwaysWrong(Env):
 
 
 def test_agent_loop_reflects_and_records_an_env_crash_like_the_engine(tiny, vista_plugin) -> None:  # type: ignore[no-untyped-def]
-    """The loop runs turns through vista_rl.rollout.take_turn: the run's reflection keys (from the
+    """The loop runs turns through vista_rl.rollout.EpisodeDriver: the run's reflection keys (from the
     dataset row) reset the env after a wrong answer, and a crashing step ends the episode with the
     same failure text RolloutEngine records."""
     vista_plugin(SimpleNamespace(register_envs=vista_rl.hookimpl(

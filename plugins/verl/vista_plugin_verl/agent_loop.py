@@ -43,12 +43,9 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutp
 
 import vista_rl
 from vista_plugin_verl.agent_loop_name import AGENT_NAME
-from vista_rl import Env, Tool, Trajectory
+from vista_rl import Chat, Env, Generation, Message, Tool, Trajectory
 from vista_rl.config import RolloutSection
-from vista_rl.model import Generation
-from vista_rl.observation import Chat, Message
-from vista_rl.rollout import EpisodeDriver, EpisodeSpec, make_env_tools
-from vista_rl.rollout.workers import CallPool
+from vista_rl.rollout import CallPool, EpisodeDriver, EpisodeSpec, make_env_tools
 
 DEFAULT_MAX_TURNS = 5
 POOL_WORKERS = 64
