@@ -124,8 +124,10 @@ def test_a_reply_cap_verl_does_not_apply_is_refused(monkeypatch: pytest.MonkeyPa
     import vista_plugin_verl.dataset as dataset
 
     monkeypatch.setattr(dataset, "TURN_KEYS", tuple(key for key in dataset.TURN_KEYS if key != "sampling"))
-    with pytest.raises(ConfigError, match=r"rollout\.sampling\.max_tokens: .*max_response_length: 4 \("):
-        check_neutral(_run("rollout.sampling.max_tokens=4"))
+    with pytest.raises(ConfigError, match=r"rollout\.sampling\.max_tokens: .*set rollout\.sampling\.max_tokens: 2400$"):
+        check_neutral(_run("rollout.sampling.max_tokens=4"))  # three turns: only the reply cap can match
+    with pytest.raises(ConfigError, match=r"max_response_length: 4 \(the same cap for a one-turn env\)"):
+        check_neutral(_run("rollout.sampling.max_tokens=4", "rollout.max_turns=1"))
     with pytest.raises(ConfigError, match=r"rollout\.sampling\.stop: "):
         check_neutral(_run("rollout.sampling.stop=[</answer>]"))
     assert check_neutral(_run("rollout.sampling.max_tokens=64", "engine_config.verl.cluster.max_response_length=64")) == []

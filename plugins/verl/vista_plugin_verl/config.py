@@ -105,11 +105,12 @@ def trains_differently(run: RunConfig, cfg: VerlEngineConfig) -> list[str]:
     budget = cfg.cluster.max_response_length
     if not loop_applies_sampling():
         if rollout.sampling.max_tokens < budget:
+            one_turn = (f"engine_config.verl.cluster.max_response_length: {rollout.sampling.max_tokens} (the "
+                        "same cap for a one-turn env) or " if rollout.max_turns == 1 else "")
             out.append(f"rollout.sampling.max_tokens: verl's agent loop does not cap a reply at "
                        f"{rollout.sampling.max_tokens} tokens (a reply may run to the episode's budget, "
                        f"engine_config.verl.cluster.max_response_length = {budget}); set "
-                       f"engine_config.verl.cluster.max_response_length: {rollout.sampling.max_tokens} "
-                       f"(the same cap for a one-turn env) or rollout.sampling.max_tokens: {budget}")
+                       f"{one_turn}rollout.sampling.max_tokens: {budget}")
         if rollout.sampling.stop:
             out.append("rollout.sampling.stop: verl's agent loop does not pass stop strings to its server; "
                        "set rollout.sampling.stop: []")
