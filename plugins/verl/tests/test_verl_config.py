@@ -143,14 +143,18 @@ def test_loggers_map_onto_verls_and_the_rest_is_a_warning() -> None:
     assert warning.startswith("trainer.loggers: verl has no no_such_tracker logger")
 
 
-def test_validate_writes_nothing_and_refuses_resume(tmp_path: Any, tiny_model_dir: Any) -> None:
+def test_validate_writes_nothing_and_resumes_from_verls_last_checkpoint(tmp_path: Any, tiny_model_dir: Any) -> None:
     # a local model: where verl is installed, its loader reads the model's config
     run = _run(f"output_dir={tmp_path / 'run'}", f"model.path={tiny_model_dir}")
     plan = vista_rl.make_engine("verl", run=run).validate()
     assert plan.engine == "verl" and "-m verl.trainer.main_ppo" in plan.details
     assert not (tmp_path / "run").exists()
-    with pytest.raises(ConfigError, match="--resume"):
-        vista_rl.make_engine("verl", run=run, resume=tmp_path).validate()
+    assert "trainer.resume_mode=disable" in plan.details  # a fresh run never picks up old checkpoints
+    with pytest.raises(ConfigError, match="--resume .*: no verl checkpoint there"):
+        vista_rl.make_engine("verl", run=run, resume=tmp_path / "run").validate()
+    (tmp_path / "run" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "run" / "checkpoints" / "latest_checkpointed_iteration.txt").write_text("3")
+    assert "trainer.resume_mode=auto" in vista_rl.make_engine("verl", run=run, resume=tmp_path / "run").validate().details
 
 
 def test_the_readme_recipe_validates(tmp_path: Any, tiny_model_dir: Any) -> None:

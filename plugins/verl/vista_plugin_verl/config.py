@@ -48,6 +48,8 @@ ENGINE_ID = "verl"
 LOSS_AGG = {"token-mean": "token-mean", "seq-mean": "seq-mean-token-mean"}
 #: verl's learning-rate schedules (``actor.optim.lr_scheduler_type``).
 SCHEDULERS = {"constant": "constant", "cosine": "cosine"}
+#: verl's marker of the last checkpoint in ``trainer.default_local_dir`` (``RUN_DIR/checkpoints``).
+LATEST_CHECKPOINT = "latest_checkpointed_iteration.txt"
 #: verl's ``file`` logger's output in the run directory (its own line format, not the local engine's metrics.jsonl).
 VERL_METRICS_FILE = "verl_metrics.jsonl"
 #: ``null`` (no clipping) for verl's ``grad_clip`` and ``critic.cliprange_value``, which always clip.
@@ -194,9 +196,12 @@ def _q(value: Any) -> str:
     return "'" + text.replace("'", "\\'") + "'"
 
 
-def compose_overrides(run: RunConfig, cfg: VerlEngineConfig, train_file: str | Path, val_file: str | Path) -> list[str]:
+def compose_overrides(run: RunConfig, cfg: VerlEngineConfig, train_file: str | Path, val_file: str | Path,
+                      resume: bool = False) -> list[str]:
     """The run config as Hydra overrides of verl's ``ppo_trainer``: the neutral sections map onto
-    verl's own keys, ``engine_config.verl`` adds the cluster, ``overrides`` come last."""
+    verl's own keys, ``engine_config.verl`` adds the cluster, ``overrides`` come last.  ``resume``
+    (``vista train --resume``) continues from the run directory's last checkpoint; otherwise verl starts
+    afresh (its own default, ``auto``, would silently continue whatever checkpoint the directory holds)."""
     from vista_plugin_verl.estimators import verl_name
 
     if run.model.path is None:
@@ -270,6 +275,7 @@ def compose_overrides(run: RunConfig, cfg: VerlEngineConfig, train_file: str | P
         f"trainer.n_gpus_per_node={cluster.n_gpus_per_node}",
         f"trainer.nnodes={cluster.nnodes}",
         f"trainer.default_local_dir={_q(str(run_dir / 'checkpoints'))}",
+        f"trainer.resume_mode={'auto' if resume else 'disable'}",
         "trainer.project_name=vista",
         f"trainer.experiment_name={_q(run_dir.name)}",
         f"trainer.logger={_q(verl_loggers(run))}",
