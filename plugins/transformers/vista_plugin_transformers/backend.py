@@ -141,9 +141,12 @@ class TransformersBackend(ModelBackend):
             processor = AutoProcessor.from_pretrained(path, trust_remote_code=trust_remote_code)
         if model is None:
             self.device = resolve_device(device)
-            model = AutoModelForImageTextToText.from_pretrained(
+            assert path is not None  # checked at the top: no model means a path
+            # Any: transformers declares ``to`` through functools.wraps, which mypy cannot bind to an instance
+            loaded: Any = AutoModelForImageTextToText.from_pretrained(
                 path, dtype=dtype, trust_remote_code=trust_remote_code
-            ).to(self.device)
+            )
+            model = loaded.to(self.device)
         else:
             self.device = resolve_device(device, model)
         self.model = model
