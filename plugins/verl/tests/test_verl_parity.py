@@ -349,3 +349,14 @@ def test_replies_keep_special_answer_tokens(processor) -> None:  # type: ignore[
     ids = scripted_ids(tokenizer, "<answer>blue</answer>")
     assert tokenizer.decode(ids, skip_special_tokens=True) == "blue"
     assert reply_text(tokenizer, ids, end_token_ids(tokenizer)) == "<answer>blue</answer>"
+
+
+def test_rows_carry_every_rollout_key_the_driver_reads() -> None:
+    """The dataset row is how the run's rollout settings reach verl's workers: what the episode
+    driver reads comes back equal (describe_tools was missing before, so verl's prompt lacked the
+    tool schemas)."""
+    rollout = RolloutSection(describe_tools=False, env_timeout_s=7.0, tool_timeout_s=3.0, reflection=True,
+                             reflection_attempts=3, tool_response_role="tool", max_turns=9)
+    (row,) = env_rows(ZOOM_ENV, {}, [0], "train", 4, rollout=rollout.model_dump())
+    settings = agent_loop.settings_from_row(row["extra_info"], default_max_turns=5)
+    assert settings.model_dump() == rollout.model_copy(update={"max_turns": 4}).model_dump()
