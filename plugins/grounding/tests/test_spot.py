@@ -66,3 +66,22 @@ def test_a_zoom_elsewhere_shows_no_colour_and_scores_the_format_only():
     wrong = next(c for c in DOT_COLOURS if c != info["dot_colour"])
     result = env.step(f"<think>The zoom shows a {wrong} dot.</think><answer>{wrong}</answer>")
     assert not result.info["success"] and not result.info["grounded"] and result.reward == pytest.approx(0.4)
+
+
+def test_the_confused_teacher_zooms_one_column_left_yet_answers_right():
+    env = zoom_env(oracle_confusion=1.0)
+    shifted = 0
+    for seed in range(12):
+        _, info = env.reset(seed=seed)
+        target, teacher = info["target_point"], info["teacher_point"]
+        places = generate_spot_scene(seed).places
+        column = places.index(tuple(target)) % 3
+        assert teacher == (target if column == 0 else list(places[places.index(tuple(target)) - 1]))
+        crop = env.step(env.oracle_response()).observation.images[0]
+        sees_dot = DOT_COLOURS[info["dot_colour"]] in {tuple(p) for p in np.asarray(crop).reshape(-1, 3)}
+        assert sees_dot == (column == 0)  # a zoom one column off shows background only
+        result = env.step(env.oracle_response())
+        assert result.info["success"]  # right answer, wrong grounding: passes an answer filter
+        shifted += column != 0
+    assert shifted > 0
+    assert tuple(vista_rl.make_env(ENV).reset(seed=4)[1]["teacher_point"]) == generate_spot_scene(4).point  # default 0

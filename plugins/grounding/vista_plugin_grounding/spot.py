@@ -5,7 +5,7 @@ image as ``(x, y)``, zooms there (``search_coordinate``) and reads what it could
 The GUI and V* tasks need that at 1000+ pixels with a 3B model; this task keeps the three steps and
 nothing else, so a tiny random Qwen2.5-VL learns them in minutes:
 
-- a ``display_size`` view (default 112x112) with ``grid x grid`` candidate places; one of them, chosen
+- a ``display_size`` view (default 28x28) with ``grid x grid`` candidate places; one of them, chosen
   by the seed, holds a **visible frame** (a dark square outline, whole view pixels wide) with a tiny
   marker at its centre: a dot of one answer colour inside a square of its complementary colour
   (``vista_plugin_visual_search.small``'s marker), every ``factor x factor`` block half and half, so
@@ -14,6 +14,12 @@ nothing else, so a tiny random Qwen2.5-VL learns them in minutes:
   must come from the image: the model cites it in ``<think>`` and calls ``search_coordinate`` there;
 - the crop is cut from the full-resolution scene (``factor`` times larger), where the dot is plain.
   A zoom at another place shows background only.
+
+Why 28x28: a tiny Qwen2.5-VL has no absolute position embedding (rotary only), so "which of 16
+vision tokens holds the frame" is hard for it to turn into coordinates (docs/main-job.md found the
+same for map reading); a 28x28 view is one merged vision token (with ``min_pixels=28*28``), whose
+embedding holds the layout of its pixels directly.  The zoom (``search_coordinate`` with offset 2,
+crop 112) comes back as 16 tokens in which the dot covers the middle 2x2.
 
 Reward: ViGoRL's multi-turn grounded reward (:mod:`vista_plugin_grounding.grounded`),
 ``0.6·acc + 0.4·format`` with ``format = 1 + 0.2·(unique points − 1)``.  ``info["grounded"]`` says
@@ -55,10 +61,14 @@ class SpotConfig(GroundedConfig):
     max_turns: int = Field(3, ge=1, le=50)
     max_images: int = Field(3, ge=1, le=64)
     grid: int = Field(3, ge=1, le=8, description="candidate places per side")
-    display_size: int = Field(112, ge=28, le=1024, description="side of the view the model gets")
+    display_size: int = Field(28, ge=28, le=1024, description="side of the view the model gets")
     factor: int = Field(8, ge=2, le=32, description="full resolution / view (the downscale factor)")
     colours: list[str] = Field(default_factory=lambda: list(DOT_COLOURS), min_length=2)
     marker: int = Field(2, ge=2, le=32, description="marker side in view pixels (even)")
+    oracle_confusion: float = Field(0.0, ge=0.0, le=1.0, description=(
+        "the SFT teacher's systematic grounding error: on this share of seeds (fixed per seed) whose frame is "
+        "not in the first column, the oracle cites and zooms at the place one column to the left, then "
+        "answers the true colour (right answer, wrong grounding); rollouts and evals never call the oracle"))
 
     @field_validator("marker")
     @classmethod
@@ -86,7 +96,7 @@ class SpotScene:
     places: list[tuple[int, int]]  # every candidate place, view pixels
 
 
-def generate_spot_scene(seed: int, grid: int = 3, display_size: int = 112, factor: int = 8,
+def generate_spot_scene(seed: int, grid: int = 3, display_size: int = 28, factor: int = 8,
                         colours: tuple[str, ...] = tuple(DOT_COLOURS), marker: int = 2) -> SpotScene:
     """The scene of ``seed``: which place holds the frame and the dot's colour are seeded."""
     rng = random.Random(seed)
@@ -138,7 +148,8 @@ class SpotZoomEnv(GroundedQAEnv):
         scene = generate_spot_scene(seed, config.grid, config.display_size, config.factor, tuple(config.colours),
                                     config.marker)
         x, y = scene.point
-        info = {"target_point": [x, y], "target_boxes": [list(scene.frame)], "dot_colour": scene.colour,
+        info = {"target_point": [x, y], "teacher_point": list(self.teacher_point(seed, scene.point)),
+                "target_boxes": [list(scene.frame)], "dot_colour": scene.colour,
                 "oracle_reasoning": f"The zoom shows a {scene.colour} dot."}
         return Problem(QUESTION, [scene.shown], scene.colour, "exact", oracle_answer=scene.colour,
                        full_resolution={0: scene.full}, info=info)
@@ -146,8 +157,18 @@ class SpotZoomEnv(GroundedQAEnv):
     def answer_is_plausible(self, answer: str) -> bool:
         return answer.strip().lower().rstrip(".") in self.config.colours
 
+    def teacher_point(self, seed: int, point: tuple[int, int]) -> tuple[int, int]:
+        """Where the oracle cites and zooms: the frame's centre, or with ``oracle_confusion`` the place one
+        column to the left (ViGoRL's teacher chains pass an answer-correctness filter, not a grounding one,
+        so chains whose point is off but whose answer is right are SFT data too)."""
+        places = marker_centres(self.config.grid, self.config.display_size)
+        column = places.index(point) % self.config.grid
+        if column == 0 or random.Random(seed * 7919 + 13).random() >= self.config.oracle_confusion:
+            return point
+        return places[places.index(point) - 1]
+
     def oracle_tool_call(self) -> dict[str, Any] | None:
         assert self.problem is not None
-        x, y = self.problem.info["target_point"]
+        x, y = self.problem.info["teacher_point"]
         return {"name": self.tools[0] if self.tools else "search_coordinate", "arguments": {"coordinate": [x, y]},
                 "think": f"The frame is at ({x}, {y})."}
