@@ -1,18 +1,14 @@
 """The ``local`` engine: one process, one device, a transformers VLM trained on its own rollouts.
 
-Stages: evaluate the untrained model, SFT on oracle (or recorded) trajectories, evaluate, then RL
-(GRPO, or PPO with a value head for the GAE family), evaluating on held-out seeds along the way.
-This module is the orchestrator: it owns the run state and the order of the stages; each stage's
-work is a module of its own (:mod:`~vista_plugin_local.sft_stage`, :mod:`~vista_plugin_local.rl_step`
-with :mod:`~vista_plugin_local.ppo_update`, :mod:`~vista_plugin_local.optim`,
-:mod:`~vista_plugin_local.checkpoint`, :mod:`~vista_plugin_local.evaluate`,
-:mod:`~vista_plugin_local.run_dir`).
+This module is the orchestrator: it owns the run state and the order of the stages (evaluate the
+untrained model, SFT on oracle or recorded trajectories, evaluate, RL with GRPO or PPO with a value
+head, held-out evaluations along the way); each stage's work is a module of its own (``sft_stage``,
+``rl_step`` with ``ppo_update``, ``optim``, ``checkpoint``, ``evaluate``, ``run_dir``, ``preflight``).
 
-Every rollout (SFT oracle data, RL steps, evaluation) goes through the core ``RolloutEngine``, the
-same per-turn path ``vista eval`` uses: tools, reflection, context windows, timeouts, remote and Ray
-envs all behave in training as in evaluation.  Every stage is resumable: a checkpoint holds the
-weights, optimizer, scheduler, RNG states and the position in the data, and
-``vista train --resume RUN_DIR`` continues exactly where it stopped.
+Every rollout goes through the core ``RolloutEngine``, the path ``vista eval`` takes, so tools,
+reflection, context windows, timeouts and remote envs behave in training as in evaluation.  Every
+stage resumes exactly from a checkpoint (weights, optimizer, scheduler, RNG states and the position
+in the data): ``vista train --resume RUN_DIR``.
 """
 
 from __future__ import annotations
@@ -116,8 +112,7 @@ class LocalEngine:
         self.held_out = HeldOutEval(self.backend, self.run_config)
 
     def _close_rollouts(self) -> None:
-        for name in ("rollout", "held_out"):
-            engine = getattr(self, name, None)
+        for engine in (getattr(self, "rollout", None), getattr(self, "held_out", None)):
             if engine is not None:
                 engine.close()
 
@@ -276,13 +271,8 @@ class LocalEngine:
 
     def _save(self) -> Path:
         optimization = self.optimization.state() if self.optimization is not None else {}
-        state = {
-            "engine": asdict(self.state),
-            "policy": self.policy.state(),
-            "optimizer": optimization.get("optimizer"),
-            "scheduler": optimization.get("scheduler"),
-            "rng": rng_state(),
-        }
+        state = {"engine": asdict(self.state), "policy": self.policy.state(), "optimizer": optimization.get("optimizer"),
+                 "scheduler": optimization.get("scheduler"), "rng": rng_state()}
         name = f"step-{self.state.global_step:06d}"
         return save_checkpoint(self.run_dir, name, state, self.config.trainer.keep_checkpoints)
 
