@@ -51,8 +51,9 @@ def rows_estimators(report: dict[str, Any]) -> Iterator[Row]:
 def rows_train(report: dict[str, Any]) -> Iterator[Row]:
     trl = report.get("trl", {})
     if trl.get("status") == "ok":
+        setting = "grad. checkpointing" if trl.get("best_setting") == "trl_gc_on" else "no grad. checkpointing"
         yield ("GRPO step", f"{report['seeds_per_step']} seeds x {report['group_size']}, tiny Qwen2.5-VL, CPU",
-               report["vista"]["step"], "TRL GRPOTrainer (no grad. checkpointing)", trl["step"],
+               report["vista"]["step"], f"TRL GRPOTrainer ({setting})", trl["step"],
                report.get("trl_step_over_vista_step"))
 
 

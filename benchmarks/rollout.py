@@ -15,7 +15,16 @@
 2. Memory: a 1,000-episode, 5-turn eval (scripted oracle, batch 64, images to disk): resident memory
    at start, middle and end stays flat, because finished trajectories go to disk and are dropped.
 
-Usage: ``python benchmarks/rollout.py [--quick | --tiny] [--memory-episodes N]``.
+3. Decode throughput (``--decode``; ``--decode-only`` skips 1 and 2): generated tokens/s of the
+   transformers backend with a static KV cache and the compiled decode step (on CUDA; on CPU the
+   static cache runs uncompiled) against the default dynamic cache, on the same random model of
+   ``--shape`` (``benchmarks/_shapes.py``), the same prompts (one-turn odd-colour chats, image +
+   question, ``--decode-chats`` x ``--decode-n`` rows), calls alternating.  The first call of each side
+   is reported apart: the static one pays the compile, once per run.  Target (issue 25): >= 10,000
+   generated tokens/s on a GPU at the qwen2.5-0.5b shape.
+
+Usage: ``python benchmarks/rollout.py [--quick | --tiny] [--memory-episodes N]``
+``[--decode | --decode-only] [--shape tiny|qwen2.5-0.5b] [--device cpu|cuda] [--precision fp32|bf16]``.
 """
 
 from __future__ import annotations
@@ -31,6 +40,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _bench import summarize
+from _shapes import SHAPES, make_model, parameter_count
+
 import vista_rl
 from vista_rl import Env, Observation, StepResult
 from vista_rl._plugins import PluginInfo
@@ -42,6 +54,7 @@ ENV_ID = "bench/odd-colour-rounds-v0"
 TURNS = 5
 TARGET_MS_PER_ENV_TURN = 0.5
 TARGET_SHARE = 0.01
+TARGET_GPU_TOKENS_PER_S = 10_000  # issue 25: rollout on a GPU at the qwen2.5-0.5b shape
 
 
 class OddColourRounds(Env):
@@ -166,6 +179,82 @@ def measure_overhead(backend: Any, label: str, batch: int, max_tokens: int) -> d
     return result
 
 
+def decode_chats(count: int) -> list[Any]:
+    """``count`` one-turn odd-colour chats (system prompt, image + question), distinct seeds."""
+    from vista_rl import Message
+
+    env = vista_rl.make_env("oddshape/odd-colour-v0")
+    chats = []
+    for seed in range(count):
+        observation, _ = env.reset(seed=seed)
+        chats.append([Message("system", env.system_prompt()),
+                      Message("user", observation.text, list(observation.images))])
+    return chats
+
+
+def measure_decode(shape: str, device: str, precision: str, chats: int, n: int, max_tokens: int,
+                   calls: int) -> dict[str, Any]:
+    """Generated tokens/s of the transformers backend, static KV cache + compiled step against the
+    dynamic cache, on one model and the same prompts, calls alternating (static, dynamic, dynamic,
+    static, ...).  The first call of each is reported apart (the static one pays the compile)."""
+    import torch
+    from vista_plugin_transformers.backend import TransformersBackend
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model_dir = make_model(shape, Path(tmp) / "model", seed=0)
+        dtype = "bfloat16" if precision == "bf16" else "float32"
+        static = TransformersBackend(path=str(model_dir), device=device, dtype=dtype, static_cache="on")
+        parameters = parameter_count(model_dir)
+    dynamic = TransformersBackend(model=static.model, processor=static.processor, device=device, static_cache="off")
+    prompts = decode_chats(chats)
+    params = vista_rl.SamplingParams(temperature=1.0, max_tokens=max_tokens, n=n, seed=0)
+    sides: dict[str, Any] = {"static": static, "dynamic": dynamic}
+    times: dict[str, list[float]] = {"static": [], "dynamic": []}
+    tokens: dict[str, list[int]] = {"static": [], "dynamic": []}
+    first: dict[str, float] = {}
+
+    steps: dict[str, int] = {"static": 0, "dynamic": 0}
+
+    def call(side: str) -> tuple[float, list[int]]:
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        started = time.perf_counter()
+        out = sides[side].generate(prompts, params)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        return time.perf_counter() - started, [len(g.token_ids) for samples in out for g in samples]
+
+    for side in ("static", "dynamic"):
+        first[side] = round(call(side)[0], 3)
+    for r in range(calls):
+        for side in (("static", "dynamic") if r % 2 == 0 else ("dynamic", "static")):
+            seconds, lengths = call(side)
+            times[side].append(seconds)
+            tokens[side].append(sum(lengths))
+            steps[side] += max(lengths, default=0)
+    result: dict[str, Any] = {
+        "shape": shape, "parameters": parameters, "device": device,
+        "device_name": torch.cuda.get_device_name() if device.startswith("cuda") else None,
+        "weights": dtype, "rows_per_call": chats * n, "max_tokens": max_tokens, "calls_per_side": calls,
+        "static_path": static.static_decode.stats.fallback_reason or "static cache"
+        + (" + compiled decode step" if device.startswith("cuda") else " (no compile off CUDA)"),
+    }
+    for side in ("static", "dynamic"):
+        total_s, total_tokens = sum(times[side]), sum(tokens[side])
+        result[side] = {"first_call_s": first[side], "call": summarize(times[side]),
+                        "generated_tokens": total_tokens,
+                        "generated_tokens_per_s": round(total_tokens / total_s, 1) if total_s else None,
+                        "ms_per_decode_step": round(1000 * total_s / max(steps[side], 1), 3)}
+    if result["dynamic"]["generated_tokens_per_s"] and result["static"]["generated_tokens_per_s"]:
+        result["static_over_dynamic"] = round(result["static"]["generated_tokens_per_s"]
+                                              / result["dynamic"]["generated_tokens_per_s"], 2)
+    result["target_tokens_per_s"] = TARGET_GPU_TOKENS_PER_S
+    static.close()
+    dynamic.close()
+    return result
+
+
+
 def measure_memory(episodes: int, batch: int) -> dict[str, Any]:
     backend = vista_rl.make_model("scripted", path="oracle")
     settings = RolloutSection(max_turns=TURNS, batch_size=batch)
@@ -208,11 +297,21 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--max-tokens", type=int, default=32)
     parser.add_argument("--scripted-only", action="store_true", help="skip the tiny transformers model")
+    parser.add_argument("--decode", action="store_true", help="also measure decode tokens/s, static vs dynamic cache")
+    parser.add_argument("--decode-only", action="store_true", help="only the decode throughput")
+    parser.add_argument("--shape", choices=tuple(SHAPES), default="tiny", help="model of the decode figures")
+    parser.add_argument("--device", default="cpu", help="device of the decode figures (cpu, cuda)")
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32", help="weights of the decode figures")
+    parser.add_argument("--decode-chats", type=int, default=8)
+    parser.add_argument("--decode-n", type=int, default=8, help="samples per chat")
+    parser.add_argument("--decode-tokens", type=int, default=64)
+    parser.add_argument("--decode-calls", type=int, default=4, help="timed calls per side after the first")
     args = parser.parse_args()
     batch = 16 if args.quick else args.batch
     memory_episodes = 200 if args.quick else args.memory_episodes
     if args.tiny:
         batch, memory_episodes, args.max_tokens = 4, 40, 8
+        args.decode, args.decode_chats, args.decode_n, args.decode_tokens, args.decode_calls = True, 2, 1, 4, 1
 
     vista_rl.host().load()
     vista_rl.host().register_object(BenchPlugin(), PluginInfo("bench", "vista-benchmarks", "0", __name__))
@@ -220,6 +319,13 @@ def main() -> None:
         "benchmark": "rollout", "python": platform.python_version(), "cpus": os.cpu_count(),
         "load_avg_1m": round(os.getloadavg()[0], 2), "batch": batch,
     }
+    if args.decode or args.decode_only:
+        result["decode"] = measure_decode(args.shape, args.device, args.precision, args.decode_chats, args.decode_n,
+                                          args.decode_tokens, args.decode_calls)
+    if args.decode_only:
+        json.dump(result, sys.stdout, indent=2)
+        print()
+        return
     backend, note = (None, "skipped (--scripted-only)") if args.scripted_only else tiny_transformers_backend()
     if backend is not None:
         measure_overhead(backend, "transformers", min(batch, 4), args.max_tokens)  # warm-up

@@ -31,7 +31,7 @@ import vista_rl
 from vista_rl._stats import Estimate, proportion
 from vista_rl.backends.scripted import ScriptedBackend
 from vista_rl.config import RolloutSection
-from vista_rl.env import Env, StepResult
+from vista_rl.env import EnvWrapper, StepResult
 from vista_rl.observation import Observation
 from vista_rl.rollout.engine import RolloutEngine, episode_specs
 
@@ -55,15 +55,14 @@ def blank_observation(observation: Observation, colour: tuple[int, int, int] = (
     return Observation(observation.text, [blank_image(image, colour) for image in observation.images])
 
 
-class BlankImagesEnv(Env):
+class BlankImagesEnv(EnvWrapper):
     """Wraps any registered env and blanks every image it shows; text, rewards, info, tools and the
     oracle are the inner env's.  ``vista.make_env("vista/blank-images", env=ID, config={...})``."""
 
     def __init__(self, env: str, config: Mapping[str, Any] | None = None,
                  colour: tuple[int, int, int] = (0, 0, 0)) -> None:
-        self.inner = vista_rl.make_env(env, **dict(config or {}))
+        super().__init__(vista_rl.make_env(env, **dict(config or {})))
         self.colour = tuple(colour)
-        self.tools = self.inner.tools
 
     def reset(self, seed: int | None = None) -> tuple[Observation, dict[str, Any]]:
         observation, info = self.inner.reset(seed=seed)
@@ -74,17 +73,8 @@ class BlankImagesEnv(Env):
         result.observation = blank_observation(result.observation, self.colour)  # type: ignore[arg-type]
         return result
 
-    def system_prompt(self) -> str:
-        return self.inner.system_prompt()
-
-    def oracle_response(self) -> str | None:
-        return self.inner.oracle_response()
-
     def tool_context_metadata(self) -> dict[str, Any]:
         return {}  # full-resolution originals would let a tool see what the model must not
-
-    def close(self) -> None:
-        self.inner.close()
 
 
 # ------------------------------------------------------------------------------------- blind search

@@ -27,18 +27,25 @@ class Section(BaseModel):
 
 
 class EnvSection(Section):
-    id: str
-    config: dict[str, Any] = Field(default_factory=dict)
+    """The environment every episode runs in."""
+
+    id: str = Field(description="registered env id (`vista envs` lists them), e.g. sokoban/sokoban-v0")
+    config: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the env "
+                                   "(its README's Config section)")
 
 
 class ModelSection(Section):
-    backend: str = "transformers"
-    path: str | None = None
-    config: dict[str, Any] = Field(default_factory=dict)
+    """The policy: which backend serves it and from where."""
+
+    backend: str = Field("transformers", description="registered model backend id (`vista models` lists them)")
+    path: str | None = Field(None, description="model directory or hub id the backend loads (the engine "
+                             "trains the same weights)")
+    config: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the backend "
+                                   "(device, dtype, url, ...)")
 
 
 class SamplingSection(Sampling):
-    max_tokens: int = Field(128, ge=1)
+    max_tokens: int = Field(128, ge=1, description="most new tokens per model turn")
 
 
 class ToolOverride(Section):
@@ -46,12 +53,16 @@ class ToolOverride(Section):
     with ``config``.  This is how a run configures a tool (a detector checkpoint) or moves it to a
     service (``use: ray/detection/grounding-dino``) without touching the env."""
 
-    use: str | None = None
-    config: dict[str, Any] = Field(default_factory=dict)
+    use: str | None = Field(None, description="registered tool id to make instead (default: the same id), "
+                            "e.g. ray/detection/grounding-dino")
+    config: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of that tool")
 
 
 class RolloutSection(Section):
-    max_turns: int = Field(5, ge=1)
+    """How episodes are played: turns, context, timeouts, sampling, tools; the same in eval and training."""
+
+    max_turns: int = Field(5, ge=1, description="model turns per episode (per attempt with reflection) before "
+                           "it stops with stop_reason max_turns")
     group_size: int = Field(1, ge=1, description="samples per seed (G)")
     window_size: int | None = Field(None, ge=0, description="keep only the last k turns in context (0: the "
                                     "current observation alone, a Markov policy)")
@@ -59,14 +70,17 @@ class RolloutSection(Section):
         "auto", description="training sequences: one per episode (the turns concatenated) or one per turn "
         "(each the exact context that turn answered, as a context window needs); auto: turn when "
         "window_size is 0, else episode")
-    max_context_tokens: int | None = Field(None, ge=1)
+    max_context_tokens: int | None = Field(None, ge=1, description="stop an episode (stop_reason token_budget) "
+                                           "once its context holds this many tokens (null: no limit)")
     reflection: bool = Field(False, description="engine-side reflection: after a wrong final answer, reset the "
                              "env to the same seed and let the model try again with feedback (docs/reflection.md)")
     reflection_attempts: int = Field(1, ge=1, description="tries per episode with reflection, the first included "
                                      "(was max_attempts)")
-    env_timeout_s: float = Field(60.0, gt=0)
-    tool_timeout_s: float = Field(30.0, gt=0)
-    sampling: SamplingSection = Field(default_factory=SamplingSection)
+    env_timeout_s: float = Field(60.0, gt=0, description="seconds one env reset or step may take; past it the "
+                                 "episode fails with the error recorded and the batch goes on")
+    tool_timeout_s: float = Field(30.0, gt=0, description="seconds one tool call may take; past it the episode "
+                                  "fails (stop_reason tool_timeout) and the batch goes on")
+    sampling: SamplingSection = Field(default_factory=SamplingSection, description="sampling of every model turn")
     episodes: int = Field(20, ge=1, description="seeds per eval run (B); each runs group_size samples")
     batch_size: int = Field(64, ge=1, description="most episodes alive at once (one model call per turn)")
     max_workers: int | None = Field(None, ge=1, description="env/tool threads (default: batch_size)")
@@ -107,8 +121,8 @@ VALUE_ESTIMATORS = frozenset({"gae", "masked_gae", "bilevel_gae", "turnwise_gae"
 class SeedRange(Section):
     """``count`` consecutive env seeds from ``start``: train and held-out ranges must not overlap."""
 
-    start: int = Field(0, ge=0)
-    count: int = Field(64, ge=1)
+    start: int = Field(0, ge=0, description="first seed of the range")
+    count: int = Field(64, ge=1, description="number of consecutive seeds")
 
     def seeds(self) -> list[int]:
         return list(range(self.start, self.start + self.count))
@@ -121,15 +135,17 @@ class AlgorithmSection(Section):
     """The RL objective, the same for every engine.  ``estimator`` is any registered advantage-estimator
     id; ``estimator_params`` are its keyword arguments (``gamma``, ``lam``, ``turn_gamma``, ...)."""
 
-    estimator: str = "grpo"
-    estimator_params: dict[str, Any] = Field(default_factory=dict)
-    clip_ratio_low: float = Field(0.2, ge=0.0)
-    clip_ratio_high: float = Field(0.2, ge=0.0)
+    estimator: str = Field("grpo", description="registered advantage-estimator id (`vista estimators` lists them)")
+    estimator_params: dict[str, Any] = Field(default_factory=dict, description="keyword arguments of the "
+                                             "estimator (gamma, lam, turn_gamma, ...)")
+    clip_ratio_low: float = Field(0.2, ge=0.0, description="PPO clip below: the ratio is kept >= 1 - this")
+    clip_ratio_high: float = Field(0.2, ge=0.0, description="PPO clip above: the ratio is kept <= 1 + this "
+                                   "(larger than clip_ratio_low: DAPO's clip-higher)")
     kl_coef: float = Field(0.0, ge=0.0, description="k3 KL to the frozen reference model (0: no reference)")
-    entropy_coef: float = Field(0.0)
+    entropy_coef: float = Field(0.0, description="weight of the entropy bonus subtracted from the loss (0: none)")
     loss_agg: Literal["token-mean", "seq-mean"] = Field(
         "token-mean", description="token-mean: over all tokens of a mini-batch; seq-mean: mean of per-sequence means")
-    ppo_epochs: int = Field(1, ge=1)
+    ppo_epochs: int = Field(1, ge=1, description="passes of updates over one rollout batch")
     mini_batches: int = Field(1, ge=1, description="optimizer steps per epoch over one rollout batch")
     critic: bool | None = Field(None, description="learn a value function; default: on for the GAE family")
     value_clip: float | None = Field(0.2, gt=0.0, description="clip of the value loss (null: none)")
@@ -144,19 +160,22 @@ class TrainerSection(Section):
 
     steps: int = Field(20, ge=0, description="RL steps (0: no RL stage)")
     seeds_per_step: int = Field(8, ge=1, description="envs per step (B); each is sampled rollout.group_size times")
-    train_seeds: SeedRange = Field(default_factory=lambda: SeedRange(start=0, count=1000))
-    lr: float = Field(1e-4, gt=0.0)
-    weight_decay: float = Field(0.0, ge=0.0)
+    train_seeds: SeedRange = Field(default_factory=lambda: SeedRange(start=0, count=1000),
+                                   description="env seeds RL steps draw from (disjoint from eval.seeds)")
+    lr: float = Field(1e-4, gt=0.0, description="peak learning rate of the RL optimizer (AdamW)")
+    weight_decay: float = Field(0.0, ge=0.0, description="AdamW weight decay of the SFT and RL optimizers")
     betas: tuple[float, float] = Field(
         (0.9, 0.999), description="AdamW betas of the SFT and RL optimizers; a smaller second beta (0.95, "
         "as many LLM recipes use) forgets the large early gradients of the format tokens sooner, which "
         "otherwise keep the step size of everything learned later small")
-    warmup_steps: int = Field(0, ge=0)
-    scheduler: Literal["constant", "linear", "cosine"] = "constant"
+    warmup_steps: int = Field(0, ge=0, description="RL steps of linear learning-rate warm-up from 0")
+    scheduler: Literal["constant", "linear", "cosine"] = Field(
+        "constant", description="learning rate after warm-up: constant, or decaying to 0 at the last RL step")
     micro_batch_size: int = Field(16, ge=1, description="sequences per forward (per device); gradients accumulate")
-    max_grad_norm: float | None = Field(1.0, gt=0.0)
+    max_grad_norm: float | None = Field(1.0, gt=0.0, description="clip of the gradient norm per optimizer "
+                                        "step (null: no clipping)")
     checkpoint_every: int = Field(0, ge=0, description="steps between checkpoints (0: only at the end)")
-    keep_checkpoints: int = Field(2, ge=1)
+    keep_checkpoints: int = Field(2, ge=1, description="newest checkpoints kept on disk; older ones are deleted")
     eval_every: int = Field(0, ge=0, description="RL steps between held-out evals (0: only at the end)")
     loggers: list[str | dict[str, Any]] = Field(
         default_factory=lambda: list[str | dict[str, Any]](["tensorboard", "jsonl"]),
@@ -175,12 +194,14 @@ class SftSection(Section):
     """Supervised warm start on oracle rollouts (``source: oracle``) or a trajectory JSONL."""
 
     steps: int = Field(0, ge=0, description="optimizer steps (0: no SFT stage)")
-    source: Literal["oracle", "jsonl"] = "oracle"
-    path: str | None = None
-    seeds: SeedRange = Field(default_factory=lambda: SeedRange(start=50_000, count=64))
-    batch_size: int = Field(8, ge=1)
-    lr: float = Field(1e-3, gt=0.0)
-    max_grad_norm: float | None = Field(1.0, gt=0.0)
+    source: Literal["oracle", "jsonl"] = Field("oracle", description="oracle: the env's own solutions on "
+                                               "sft.seeds; jsonl: recorded trajectories at sft.path")
+    path: str | None = Field(None, description="trajectory JSONL to learn from (source: jsonl)")
+    seeds: SeedRange = Field(default_factory=lambda: SeedRange(start=50_000, count=64),
+                             description="env seeds the oracle plays (source: oracle; disjoint from eval.seeds)")
+    batch_size: int = Field(8, ge=1, description="training sequences per SFT optimizer step")
+    lr: float = Field(1e-3, gt=0.0, description="learning rate of the SFT optimizer (AdamW)")
+    max_grad_norm: float | None = Field(1.0, gt=0.0, description="clip of the SFT gradient norm (null: none)")
 
     @model_validator(mode="after")
     def _path_for_jsonl(self) -> SftSection:
@@ -192,7 +213,8 @@ class SftSection(Section):
 class EvalSection(Section):
     """Held-out evaluation: seeds disjoint from every training seed."""
 
-    seeds: SeedRange = Field(default_factory=lambda: SeedRange(start=100_000, count=100))
+    seeds: SeedRange = Field(default_factory=lambda: SeedRange(start=100_000, count=100),
+                             description="held-out env seeds (never trained on)")
     temperature: float = Field(0.0, ge=0.0, description="0: greedy")
     at_start: bool = Field(True, description="evaluate the untrained model first")
     after_sft: bool = Field(True, description="evaluate after the SFT stage")
@@ -207,9 +229,9 @@ class RunConfig(Section):
     an engine reads its own section (:func:`engine_section`) and ignores the others.
     """
 
-    engine: str = "local"
-    seed: int = 0
-    output_dir: str = "runs/run"
+    engine: str = Field("local", description="registered training engine id (`vista engines` lists them)")
+    seed: int = Field(0, description="seed of the run's own randomness (initialisation, sampling, data order)")
+    output_dir: str = Field("runs/run", description="run directory: config, metrics, trajectories, checkpoints")
     env: EnvSection
     model: ModelSection = Field(default_factory=ModelSection)
     rollout: RolloutSection = Field(default_factory=RolloutSection)

@@ -94,3 +94,51 @@ class Env(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class EnvWrapper(Env):
+    """An env around another env, as gymnasium's ``Wrapper``: every method and ``tools`` go to
+    ``inner``, so a subclass overrides only what it changes (the blank-images ablation its
+    observations, the state reward its step reward) and stays whole when :class:`Env` gains a method.
+
+    An attribute the wrapper lacks is read from ``inner`` (an env's ``action_names`` or ``config``),
+    so code that asks a wrapped env what it offers gets the answer of the env at the bottom
+    (:attr:`unwrapped`).  Private names are not forwarded.
+    """
+
+    def __init__(self, inner: Env) -> None:
+        self.inner = inner
+        self.tools = inner.tools
+
+    @property
+    def unwrapped(self) -> Env:
+        """The env under every wrapper."""
+        env = self.inner
+        while isinstance(env, EnvWrapper):
+            env = env.inner
+        return env
+
+    def reset(self, seed: int | None = None) -> tuple[Observation, dict[str, Any]]:
+        return self.inner.reset(seed=seed)
+
+    def step(self, action: str) -> StepResult:
+        return self.inner.step(action)
+
+    def system_prompt(self) -> str:
+        return self.inner.system_prompt()
+
+    def oracle_response(self) -> str | None:
+        return self.inner.oracle_response()
+
+    def tool_context_metadata(self) -> dict[str, Any]:
+        return self.inner.tool_context_metadata()
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def __getattr__(self, name: str) -> Any:
+        # Only called when normal lookup fails; "inner" itself is refused so a half-built wrapper
+        # (during unpickling or before __init__) raises AttributeError instead of recursing.
+        if name.startswith("_") or name == "inner":
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(self.inner, name)

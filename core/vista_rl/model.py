@@ -19,10 +19,10 @@ class Sampling(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    temperature: float = Field(1.0, ge=0.0)
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
-    max_tokens: int = Field(256, ge=1)
-    stop: list[str] = Field(default_factory=list)
+    temperature: float = Field(1.0, ge=0.0, description="softmax temperature (0: greedy)")
+    top_p: float = Field(1.0, gt=0.0, le=1.0, description="nucleus sampling: the smallest token set with this mass")
+    max_tokens: int = Field(256, ge=1, description="most new tokens per call")
+    stop: list[str] = Field(default_factory=list, description="strings that end a completion")
 
 
 class SamplingParams(Sampling):

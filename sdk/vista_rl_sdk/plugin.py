@@ -5,13 +5,16 @@ Kept import-light: click and the scaffold module load only when the CLI is built
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import vista_rl
 
+if TYPE_CHECKING:
+    import click
+
 
 @vista_rl.hookimpl
-def register_commands(cli: Any) -> None:
+def register_commands(cli: click.Group) -> None:
     from vista_rl_sdk.scaffold import new_command
 
     cli.add_command(new_command)

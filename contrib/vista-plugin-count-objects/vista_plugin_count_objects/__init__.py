@@ -6,13 +6,11 @@ This module is imported whenever VISTA loads plugins, so it stays light: it regi
 
 from __future__ import annotations
 
-from typing import Any
-
 import vista_rl
 
 
 @vista_rl.hookimpl
-def register_envs(register: Any) -> None:
+def register_envs(register: vista_rl.RegisterEnv) -> None:
     register(
         "count-objects/count-objects-v0",
         "vista_plugin_count_objects.env:CountObjectsEnv",

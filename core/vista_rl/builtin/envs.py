@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from vista_rl.hookspecs import hookimpl
+from vista_rl.hookspecs import RegisterEnv, hookimpl
 
 
 @hookimpl
-def register_envs(register: Any) -> None:
+def register_envs(register: RegisterEnv) -> None:
     register("vista/blank-images", "vista_rl.baselines:BlankImagesEnv",
              description="Any env with every image blanked (same size, same text): the image ablation")

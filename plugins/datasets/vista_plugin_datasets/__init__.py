@@ -7,9 +7,12 @@ by ``vista datasets``) and the judge its records are scored with.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import vista_rl
+
+if TYPE_CHECKING:
+    import click
 
 
 class Adapter(NamedTuple):
@@ -69,19 +72,20 @@ ADAPTERS: tuple[Adapter, ...] = (
 
 
 @vista_rl.hookimpl
-def register_datasets(register: Any) -> None:
+def register_datasets(register: vista_rl.RegisterDataset) -> None:
     for adapter in ADAPTERS:
         register(adapter.id, adapter.target, description=f"{adapter.layout} -> judge: {adapter.judges}")
 
 
 @vista_rl.hookimpl
-def register_commands(cli: Any) -> None:
+def register_commands(cli: click.Group) -> None:
+    import click
+
     from vista_plugin_datasets.convert import data_group
 
     existing = cli.commands.get("data")
-    group = existing if existing is not None else data_group
-    if existing is not None:
+    if isinstance(existing, click.Group):
         for name, command in data_group.commands.items():
-            group.add_command(command, name)
+            existing.add_command(command, name)
     else:
-        cli.add_command(group)
+        cli.add_command(data_group)

@@ -4,19 +4,18 @@ names to the release's root, naming records, lettering options and saying which 
 from __future__ import annotations
 
 import json
-import logging
 import math
-import os
 import string
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from itertools import islice
-from pathlib import Path, PurePosixPath, PureWindowsPath
+from pathlib import Path
 from typing import Any, TypeVar
 
-from vista_plugin_datasets.records import TaskDataset
+# resolve_inside and take live beside what they serve (paths, records); adapters import them from here.
+from vista_plugin_datasets.paths import PathRefused
+from vista_plugin_datasets.paths import resolve_inside as resolve_inside
+from vista_plugin_datasets.records import take as take
 from vista_rl import TaskRecord
 
-log = logging.getLogger(__name__)
 T = TypeVar("T")
 LETTERS = string.ascii_uppercase
 #: the judge for each task type when a record does not name one in ``metadata["judge"]``
@@ -27,47 +26,6 @@ def read_json(path: Path) -> Any:
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist; is the dataset root right?")
     return json.loads(path.read_text(encoding="utf-8"))
-
-
-class PathRefused(ValueError):
-    """A record names a file outside its declared root (an absolute path, a ``..`` step or a
-    symlink that leads out).  Release files are data from whoever published them: a record must not
-    make us read ``/etc/passwd`` or copy it into the converted tree.  Carries the record's id so
-    the refusal is reported per record (the record is skipped, the run goes on)."""
-
-    def __init__(self, record_id: str, path: str, root: str | Path, why: str) -> None:
-        super().__init__(f"record {record_id}: path {path!r} {why} (root {root}); record skipped")
-        self.record_id = record_id
-        self.path = path
-
-
-def resolve_inside(root: str | Path, relative: str | Path, record_id: str) -> Path:
-    """``root / relative`` for a path a record names, refused with :class:`PathRefused` unless it
-    stays inside ``root``: absolute paths (POSIX or Windows, e.g. ``/etc/passwd``, ``C:\\x``) and
-    any ``..`` step are refused outright (even ``a/../b``, which a release never needs), and the
-    joined path is resolved through symlinks and must still lie under the resolved ``root``.
-
-    Returns the joined path, not the resolved one, so records keep the release's own file names.
-    The file need not exist (a missing image is a different, per-record error).  Every adapter
-    resolves the image paths it reads from a release file through here: ONE rule, one place."""
-    text = str(relative)
-    if not text.strip() or "\x00" in text:
-        raise PathRefused(record_id, text, root, "is empty or holds a NUL byte")
-    try:
-        os.fsencode(text)
-    except UnicodeEncodeError:  # a lone surrogate: no file can have this name
-        raise PathRefused(record_id, text, root, "is not a valid file name") from None
-    posix, windows = PurePosixPath(text), PureWindowsPath(text)
-    if posix.is_absolute() or windows.is_absolute() or windows.drive or text.startswith(("/", "\\")):
-        raise PathRefused(record_id, text, root, "is absolute")
-    if ".." in posix.parts or ".." in windows.parts:
-        raise PathRefused(record_id, text, root, "steps out with '..'")
-    base = Path(root)
-    joined = base / text
-    resolved_root = base.resolve()
-    if not joined.resolve().is_relative_to(resolved_root):
-        raise PathRefused(record_id, text, root, "leads outside its root through a symlink")
-    return joined
 
 
 def build_each(items: Iterable[T], build: Callable[[T], TaskRecord | Iterable[TaskRecord] | None],
@@ -87,24 +45,6 @@ def build_each(items: Iterable[T], build: Callable[[T], TaskRecord | Iterable[Ta
                 yield from list(built)
         except PathRefused as exc:
             refused.append((exc.record_id, str(exc)))
-
-
-def take(records: Iterable[TaskRecord], name: str, limit: int | None,
-         refused: list[tuple[str, str]] | None = None) -> TaskDataset:
-    """The first ``limit`` records (all with ``None``); adapters yield records lazily, so a small
-    ``limit`` on a large release reads no further than it needs to.  ``refused`` (from
-    :func:`build_each`) travels on the dataset as ``dataset.refused`` for ``vista data convert``'s
-    summary, and is logged."""
-    refused = refused if refused is not None else []
-    kept = list(islice(records, limit))
-    if refused:
-        log.warning("%s: %d record(s) refused for paths outside the release; first: %s",
-                    name, len(refused), refused[0][1])
-    if not kept and refused:
-        raise ValueError(f"dataset {name!r}: every record was refused; first: {refused[0][1]}")
-    dataset = TaskDataset(name, kept)
-    dataset.refused = list(refused)
-    return dataset
 
 
 def choice_fields(choices: Sequence[Any], correct: int | str) -> dict[str, Any]:

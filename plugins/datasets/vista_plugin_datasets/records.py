@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
+from vista_plugin_datasets.paths import PathRefused, resolve_inside
 from vista_rl import TaskRecord
 from vista_rl.store import to_json_line
 
+log = logging.getLogger(__name__)
 TABLE_SUFFIXES = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}
 
 
@@ -51,6 +55,24 @@ class TaskDataset(Sequence[TaskRecord]):
 
     def __repr__(self) -> str:
         return f"TaskDataset({self.name!r}, {len(self)} records)"
+
+
+def take(records: Iterable[TaskRecord], name: str, limit: int | None,
+         refused: list[tuple[str, str]] | None = None) -> TaskDataset:
+    """The first ``limit`` records (all with ``None``); adapters yield records lazily, so a small
+    ``limit`` on a large release reads no further than it needs to.  ``refused`` (from
+    :func:`build_each`) travels on the dataset as ``dataset.refused`` for ``vista data convert``'s
+    summary, and is logged."""
+    refused = refused if refused is not None else []
+    kept = list(islice(records, limit))
+    if refused:
+        log.warning("%s: %d record(s) refused for paths outside the release; first: %s",
+                    name, len(refused), refused[0][1])
+    if not kept and refused:
+        raise ValueError(f"dataset {name!r}: every record was refused; first: {refused[0][1]}")
+    dataset = TaskDataset(name, kept)
+    dataset.refused = list(refused)
+    return dataset
 
 
 def jsonl_line(record: TaskRecord) -> str:
@@ -118,8 +140,6 @@ def _materialize(value: Any, cache_dir: Path, stem: str, index: int) -> str:
 def _image_path(cell: Any, roots: list[Path], cache: Path, stem: str, index: int, record_id: str) -> str:
     """One image cell as a path confined to the declared roots: bytes become a file in ``cache``;
     a relative path resolves inside the first root; an absolute one must already lie in a root."""
-    from vista_plugin_datasets.common import PathRefused, resolve_inside
-
     if isinstance(cell, Mapping) and cell.get("bytes"):
         return _materialize(cell, cache, stem, index)
     text = _materialize(cell, cache, stem, index)
@@ -139,8 +159,6 @@ def load_records(path: str | Sequence[str], columns: Mapping[str, str] | None = 
     ``metadata``.  Image paths are data: relative ones resolve inside ``image_root`` (default: the
     file's folder; a list names several roots, the first for relative paths), absolute ones must lie
     inside a root, and a row naming any other path is refused (counted on ``dataset.refused``)."""
-    from vista_plugin_datasets.common import PathRefused, take
-
     paths = [Path(path)] if isinstance(path, str) else [Path(p) for p in path]
     mapping = dict(columns or {})
     fields = set(TaskRecord.model_fields)

@@ -5,8 +5,6 @@ Import-light: torch and transformers load only when a tool first runs.
 
 from __future__ import annotations
 
-from typing import Any
-
 import vista_rl
 
 TOOLS: dict[str, tuple[str, str]] = {
@@ -26,6 +24,6 @@ TOOLS: dict[str, tuple[str, str]] = {
 
 
 @vista_rl.hookimpl
-def register_tools(register: Any) -> None:
+def register_tools(register: vista_rl.RegisterTool) -> None:
     for tool_id, (target, description) in TOOLS.items():
         register(tool_id, f"vista_plugin_detection.{target}", description=description)

@@ -205,8 +205,8 @@ class ZeroShotDetector:
             result = self._processor.post_process_grounded_object_detection(
                 one, threshold=request.box_threshold, target_sizes=[(side, side)] if self.model_type == "owlv2"
                 else [(image.height, image.width)], text_labels=[labels])[0]
-            found.append([Detection(tuple(float(v) for v in box), float(score), labels[int(label)])
-                          for box, score, label in zip(result["boxes"].tolist(), result["scores"].tolist(),
+            found.append([Detection((float(x1), float(y1), float(x2), float(y2)), float(score), labels[int(label)])
+                          for (x1, y1, x2, y2), score, label in zip(result["boxes"].tolist(), result["scores"].tolist(),
                                                        result["labels"].tolist(), strict=True)])
         return found
 

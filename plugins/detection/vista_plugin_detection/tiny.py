@@ -43,9 +43,10 @@ def _grounding_dino(path: Path, seed: int) -> None:
     processor = GroundingDinoProcessor(
         image_processor=GroundingDinoImageProcessor(size={"shortest_edge": 128, "longest_edge": 192}),
         tokenizer=tokenizer)
+    backbone = SwinConfig(embed_dim=16, depths=[1, 1, 1, 1], num_heads=[1, 1, 1, 1], window_size=4, image_size=64)
+    backbone.out_features = ["stage2", "stage3", "stage4"]  # the property (the dataclass field is _out_features)
     config = GroundingDinoConfig(
-        backbone_config=SwinConfig(embed_dim=16, depths=[1, 1, 1, 1], num_heads=[1, 1, 1, 1], window_size=4,
-                                   image_size=64, out_features=["stage2", "stage3", "stage4"]),
+        backbone_config=backbone,
         text_config=BertConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
                                intermediate_size=64, max_position_embeddings=64),
         num_queries=32, encoder_layers=1, decoder_layers=2, encoder_ffn_dim=64, decoder_ffn_dim=64, d_model=32,

@@ -5,13 +5,16 @@ Kept import-light: FastAPI, uvicorn and httpx load only when the server starts o
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import vista_rl
 
+if TYPE_CHECKING:
+    import click
+
 
 @vista_rl.hookimpl
-def register_envs(register: Any) -> None:
+def register_envs(register: vista_rl.RegisterEnv) -> None:
     register(
         "remote",
         "vista_plugin_envserver.client:RemoteEnv",
@@ -26,7 +29,7 @@ def register_envs(register: Any) -> None:
 
 
 @vista_rl.hookimpl
-def register_commands(cli: Any) -> None:
+def register_commands(cli: click.Group) -> None:
     from vista_plugin_envserver.cli import env_server_command
 
     cli.add_command(env_server_command)

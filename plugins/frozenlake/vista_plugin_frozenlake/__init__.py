@@ -5,13 +5,11 @@ Kept import-light: map generation and rendering load only when an env is made.
 
 from __future__ import annotations
 
-from typing import Any
-
 import vista_rl
 
 
 @vista_rl.hookimpl
-def register_envs(register: Any) -> None:
+def register_envs(register: vista_rl.RegisterEnv) -> None:
     register("frozenlake/frozenlake-v0", "vista_plugin_frozenlake.env:FrozenLakeEnv",
              description="FrozenLake (VAGEN defaults: 4x4, p=0.8, not slippery, vision, grounding_worldmodeling)")
     register("frozenlake/frozenlake-slippery-v0", "vista_plugin_frozenlake.env:make_slippery",

@@ -29,7 +29,10 @@ _WEIGHTS: dict[str, tuple[float, float]] = {"single_turn": (0.5, 0.5), "multi_tu
 
 
 class GroundedConfig(QAEnvConfig):
-    reward_mode: RewardMode = Field("single_turn", description="ViGoRL's single-turn or multi-turn reward")
+    # Known clash, kept for config compatibility: this field shadows the answer-attempts ``reward_mode``
+    # ("first"/"decayed"/"last") of QAEnvConfig, so grounded envs always score attempts as "last".
+    reward_mode: RewardMode = Field("single_turn",  # type: ignore[assignment]
+                                    description="ViGoRL's single-turn or multi-turn reward")
     correct_reward: float = Field(0.5, description="weight of answer accuracy (multi_turn default 0.6)")
     coordinate_reward: float = Field(0.5, ge=0.0, description="weight of the grounded-format term "
                                                                 "(multi_turn default 0.4)")

@@ -10,13 +10,11 @@ Kept import-light: gymnasium itself loads only when an env is made.
 
 from __future__ import annotations
 
-from typing import Any
-
 import vista_rl
 
 
 @vista_rl.hookimpl
-def register_envs(register: Any) -> None:
+def register_envs(register: vista_rl.RegisterEnv) -> None:
     register("gymnasium/FrozenLake-v1", "vista_plugin_gymnasium.from_gymnasium:make_frozenlake",
              description="gymnasium's FrozenLake-v1 rendered by gymnasium, actions Left/Down/Right/Up")
     register("gymnasium/CliffWalking-v1", "vista_plugin_gymnasium.from_gymnasium:make_cliffwalking",

@@ -19,7 +19,8 @@ from __future__ import annotations
 import copy
 import re
 from collections import deque
-from typing import Any, Literal
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 from pydantic import Field
@@ -38,6 +39,9 @@ from vista_plugin_gymnasium.planning import (
 )
 from vista_plugin_gymnasium.rendering import RENDER_LOCK, prepare_renderers
 from vista_rl import Observation, escape_placeholders
+
+if TYPE_CHECKING:
+    from minigrid.minigrid_env import MiniGridEnv
 
 #: Action names of well-known envs, in action-index order (from their gymnasium docs).
 KNOWN_ACTIONS: dict[str, tuple[str, ...]] = {
@@ -202,6 +206,10 @@ class GymnasiumEnv(TextGameEnv):
             self._frame = np.asarray(frame, dtype=np.uint8)
         return self._frame
 
+    def _grid_env(self) -> MiniGridEnv:
+        """The MiniGrid env under the wrappers; only when ``self._minigrid`` (minigrid is an optional peer)."""
+        return cast("MiniGridEnv", self._gym.unwrapped)
+
     def _text_grid(self) -> str:
         unwrapped = self._gym.unwrapped
         with RENDER_LOCK:
@@ -217,7 +225,7 @@ class GymnasiumEnv(TextGameEnv):
             else:
                 text = None
         if text is None and self._minigrid:
-            return unwrapped.pprint_grid()  # 2 characters a cell: object + colour; the agent as >>, VV, <<, ^^
+            return self._grid_env().pprint_grid()  # 2 characters a cell: object + colour; the agent as >>, VV, <<, ^^
         if text is None:
             return self._observation_text()
         marker = "P" if self._grid_shape() is not None else r"[\1]"
@@ -245,7 +253,7 @@ class GymnasiumEnv(TextGameEnv):
 
     def _position(self) -> tuple[int, int] | None:
         if self._minigrid:
-            x, y = self._gym.unwrapped.agent_pos
+            x, y = self._grid_env().agent_pos
             return int(y), int(x)  # (row, column), as the grid games count
         shape = self._grid_shape()
         if shape is None or not isinstance(self._obs, (int, np.integer)):
@@ -254,7 +262,7 @@ class GymnasiumEnv(TextGameEnv):
 
     def _objects(self) -> list[tuple[str, tuple[int, int]]]:
         if self._minigrid:
-            grid = self._gym.unwrapped.grid
+            grid = self._grid_env().grid
             names = {"goal": "goal", "lava": "hazard", "key": "key", "door": "door", "ball": "ball", "box": "box"}
             return [(names[cell.type], (index // grid.width, index % grid.width))
                     for index, cell in enumerate(grid.grid) if cell is not None and cell.type in names]
@@ -272,7 +280,7 @@ class GymnasiumEnv(TextGameEnv):
         if position is not None:
             state["player"] = list(position)
         if self._minigrid:
-            unwrapped = self._gym.unwrapped
+            unwrapped = self._grid_env()
             carrying = unwrapped.carrying
             state["direction"] = int(unwrapped.agent_dir)
             state["carrying"] = None if carrying is None else f"{carrying.color} {carrying.type}"
@@ -370,8 +378,10 @@ def _render_mode(config: GymnasiumConfig) -> str | None:
 def _enum_names(actions: Any, n: int, start: int) -> tuple[str, ...] | None:
     """Member names of an action enum (MiniGrid's ``Actions``) when it covers exactly the n actions."""
     try:
-        members = sorted(actions, key=int) if isinstance(actions, type) else None
-        if members is None or [int(member) for member in members] != list(range(start, start + n)):
+        if not isinstance(actions, type):
+            return None
+        members = sorted(cast("Iterable[Any]", actions), key=int)  # an Enum class iterates its members
+        if [int(member) for member in members] != list(range(start, start + n)):
             return None
         return tuple(str(member.name) for member in members)
     except TypeError:

@@ -3,13 +3,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import vista_rl
 
 
 @vista_rl.hookimpl
-def register_judges(register: Any) -> None:
+def register_judges(register: vista_rl.RegisterJudge) -> None:
     register("relaxed_numeric", "vista_plugin_judges.numeric:RelaxedNumericJudge",
              description="ChartQA relaxed accuracy: numbers within a relative tolerance (5%), else exact")
     register("multiple_choice", "vista_plugin_judges.choice:MultipleChoiceJudge",

@@ -45,10 +45,10 @@ def parse_number(text: Any) -> ParsedNumber | None:
         return None
     if isinstance(text, (int, float)):
         try:
-            value = float(text)
+            number = float(text)
         except OverflowError:  # an int beyond float range is no chart value
             return None
-        return ParsedNumber(value, False, "", str(text)) if math.isfinite(value) else None
+        return ParsedNumber(number, False, "", str(text)) if math.isfinite(number) else None
     value = str(text).strip().rstrip(".").strip()
     if not value or len(value) > MAX_ANSWER_CHARS:
         return None

@@ -6,13 +6,11 @@ Kept import-light: the world generator and renderer load only when an env is mad
 
 from __future__ import annotations
 
-from typing import Any
-
 import vista_rl
 
 
 @vista_rl.hookimpl
-def register_envs(register: Any) -> None:
+def register_envs(register: vista_rl.RegisterEnv) -> None:
     register("navigation/navigation-v0", "vista_plugin_navigation.env:NavigationEnv",
              description="First-person navigation to a described object (VAGEN actions and rewards; 255x255 "
                          "raycast view, 14x14 room, 4 objects)")

@@ -5,13 +5,11 @@ Kept import-light: the env module (and Pillow drawing) loads only when the env i
 
 from __future__ import annotations
 
-from typing import Any
-
 import vista_rl
 
 
 @vista_rl.hookimpl
-def register_envs(register: Any) -> None:
+def register_envs(register: vista_rl.RegisterEnv) -> None:
     register(
         "oddshape/odd-colour-v0",
         "vista_plugin_oddshape.env:OddColourEnv",

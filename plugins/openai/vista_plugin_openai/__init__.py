@@ -5,13 +5,11 @@ Import-light: httpx loads only when the backend is made.
 
 from __future__ import annotations
 
-from typing import Any
-
 import vista_rl
 
 
 @vista_rl.hookimpl
-def register_models(register: Any) -> None:
+def register_models(register: vista_rl.RegisterModel) -> None:
     register(
         "openai",
         "vista_plugin_openai.backend:OpenAIBackend",

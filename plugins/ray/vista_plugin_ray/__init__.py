@@ -5,13 +5,11 @@ Kept import-light: Ray loads only when a pool or a ``ray`` env is made.
 
 from __future__ import annotations
 
-from typing import Any
-
 import vista_rl
 
 
 @vista_rl.hookimpl
-def register_envs(register: Any) -> None:
+def register_envs(register: vista_rl.RegisterEnv) -> None:
     register(
         "ray",
         "vista_plugin_ray.pool:make_ray_env",

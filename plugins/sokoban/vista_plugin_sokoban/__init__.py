@@ -5,13 +5,11 @@ Kept import-light: generation, solver and rendering load only when an env is mad
 
 from __future__ import annotations
 
-from typing import Any
-
 import vista_rl
 
 
 @vista_rl.hookimpl
-def register_envs(register: Any) -> None:
+def register_envs(register: vista_rl.RegisterEnv) -> None:
     register("sokoban/sokoban-v0", "vista_plugin_sokoban.env:SokobanEnv",
              description="Sokoban (VAGEN defaults: 6x6, 1 box, vision, grounding_worldmodeling, 3 actions/turn)")
     register("sokoban/sokoban-easy-v0", "vista_plugin_sokoban.env:make_easy",

@@ -5,13 +5,11 @@ Import-light: cairosvg, NumPy scoring and any vision encoder load only when the 
 
 from __future__ import annotations
 
-from typing import Any
-
 import vista_rl
 
 
 @vista_rl.hookimpl
-def register_envs(register: Any) -> None:
+def register_envs(register: vista_rl.RegisterEnv) -> None:
     register(
         "svg/reconstruct-v0",
         "vista_plugin_svg.env:SvgReconstructEnv",
@@ -21,6 +19,6 @@ def register_envs(register: Any) -> None:
 
 
 @vista_rl.hookimpl
-def register_datasets(register: Any) -> None:
+def register_datasets(register: vista_rl.RegisterDataset) -> None:
     register("svg-icons-simple", "vista_plugin_svg.records:load_svg_icons",
              description="starvector/svg-icons-simple release (Filename, Svg) from local parquet/json/jsonl files")

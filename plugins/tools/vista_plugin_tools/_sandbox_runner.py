@@ -272,7 +272,8 @@ def main():
     except SystemExit as exc:
         raise exc
     except BaseException as exc:  # noqa: BLE001 - report any failure of the user's code
-        traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)  # skip this runner's frame
+        frames = exc.__traceback__.tb_next if exc.__traceback__ else None  # skip this runner's frame
+        traceback.print_exception(type(exc), exc, frames)
         sys.exit(1)
     finally:
         if results is not None:

@@ -85,14 +85,14 @@ class CropZoomTool(ImageTool):
     def apply(self, arguments: Arguments, context: ToolContext) -> ToolResult:
         picked = pick_image(context, arguments.image)
         width, height = picked.shown.size
-        x, y, clamped = clamp_point(*arguments.coordinate, width, height)
+        px, py = arguments.coordinate
+        x, y, clamped = clamp_point(px, py, width, height)
         crop, box = point_crop(picked, x, y, arguments.offset or self.offset, arguments.size or self.crop_size,
                                draw_dot=self.draw_dot)
         text = (f"Zoomed view of image {picked.index} around ({fmt(x)}, {fmt(y)}): region "
                 f"[{', '.join(fmt(v) for v in box)}] of its {width}x{height} pixels, shown at "
                 f"{crop.width}x{crop.height}.")
         if clamped:
-            px, py = arguments.coordinate
             text += (f" Note: the point ({fmt(px)}, {fmt(py)}) was outside the {width}x{height} image and "
                      f"was clamped to ({fmt(x)}, {fmt(y)}).")
         return self.image_result(text, crop, context, region=list(box), source_index=picked.index,

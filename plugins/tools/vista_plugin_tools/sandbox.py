@@ -139,7 +139,8 @@ def _open_image(source: Path | io.BytesIO, limits: SandboxLimits) -> Image.Image
 
 def _collect_images(workdir: Path, skip: set[str], limits: SandboxLimits) -> tuple[list[Image.Image], list[str]]:
     """Process mode: the images the code saved, read from its host folder."""
-    images, names = [], []
+    images: list[Image.Image] = []
+    names: list[str] = []
     for path in sorted(workdir.rglob("*")):
         if len(images) >= limits.max_images:
             break

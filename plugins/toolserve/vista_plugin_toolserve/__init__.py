@@ -7,13 +7,16 @@ httpx load only when a served tool is made.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import vista_rl
 
+if TYPE_CHECKING:
+    import click
+
 
 @vista_rl.hookimpl
-def register_tools(register: Any) -> None:
+def register_tools(register: vista_rl.RegisterTool) -> None:
     register("ray/*", "vista_plugin_toolserve.services:ray_tool", route_argument="tool",
              description="ray/<tool id>: that tool in Ray actors, loaded once (config={...}, replicas=N, name=...)")
     register("http/*", "vista_plugin_toolserve.services:http_tool", route_argument="tool",
@@ -21,7 +24,7 @@ def register_tools(register: Any) -> None:
 
 
 @vista_rl.hookimpl
-def register_commands(cli: Any) -> None:
+def register_commands(cli: click.Group) -> None:
     from vista_plugin_toolserve.cli import tool_server_command
 
     cli.add_command(tool_server_command)

@@ -8,6 +8,7 @@ connection) comes back as an error result the model reads, never as an exception
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from vista_rl import Tool, ToolContext, ToolResult
@@ -29,11 +30,17 @@ class ToolTransport(Protocol):
 
 
 class ServedTool(Tool):
-    """A tool whose work happens behind ``transport``; use :func:`served_tool` to make one."""
+    """A tool whose work happens behind ``transport``; use :func:`served_tool` to make one.
 
-    def __init__(self, transport: ToolTransport, schema: dict[str, Any]) -> None:
+    ``on_close`` is called with the tool when it closes: the maker's per-process cache
+    (:mod:`~vista_plugin_toolserve.services`) passes its ``forget`` there, so this module needs no
+    import of the cache (which imports this one)."""
+
+    def __init__(self, transport: ToolTransport, schema: dict[str, Any],
+                 on_close: Callable[[ServedTool], None] | None = None) -> None:
         self.transport = transport
         self._schema = schema
+        self._on_close = on_close
 
     def openai_schema(self) -> dict[str, Any]:
         """The transport's current schema: an HTTP transport made while its server was down
@@ -52,17 +59,16 @@ class ServedTool(Tool):
     def close(self) -> None:
         """Stop the transport (actors, managed server); a later request for the same served tool
         makes a fresh one."""
-        from vista_plugin_toolserve.services import forget
-
-        forget(self)
+        if self._on_close is not None:
+            self._on_close(self)
         self.transport.close()
 
 
-def served_tool(transport: ToolTransport) -> ServedTool:
+def served_tool(transport: ToolTransport, on_close: Callable[[ServedTool], None] | None = None) -> ServedTool:
     """A :class:`ServedTool` named and described like the remote tool (a subclass per tool, since
     ``name`` and ``description`` are class attributes of :class:`vista_rl.Tool`)."""
     schema = transport.schema()
     function = schema.get("function") or {}
     name = str(function.get("name") or transport.tool_id)
     cls = type(f"Served[{name}]", (ServedTool,), {"name": name, "description": str(function.get("description", ""))})
-    return cls(transport, schema)
+    return cls(transport, schema, on_close)

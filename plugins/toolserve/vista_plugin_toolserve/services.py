@@ -39,7 +39,7 @@ def ray_tool(tool: str, config: dict[str, Any] | None = None, *, replicas: int =
 
             _made[key] = served_tool(RayToolTransport(
                 tool, config, replicas=replicas, max_concurrency=max_concurrency, call_timeout_s=call_timeout_s,
-                start_timeout_s=start_timeout_s, actor_options=actor_options, name=name))
+                start_timeout_s=start_timeout_s, actor_options=actor_options, name=name), on_close=forget)
         return _made[key]
 
 
@@ -68,7 +68,7 @@ def http_tool(tool: str, url: str | None = None, config: dict[str, Any] | None =
             else:
                 transport = HttpToolTransport(tool, url, token=token, timeout_s=timeout_s,
                                               connect_retries=connect_retries)
-            _made[key] = served_tool(transport)
+            _made[key] = served_tool(transport, on_close=forget)
         return _made[key]
 
 

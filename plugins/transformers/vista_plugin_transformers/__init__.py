@@ -5,13 +5,16 @@ Import-light: torch and transformers load only when a backend is made or a comma
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import vista_rl
 
+if TYPE_CHECKING:
+    import click
+
 
 @vista_rl.hookimpl
-def register_models(register: Any) -> None:
+def register_models(register: vista_rl.RegisterModel) -> None:
     register(
         "transformers",
         "vista_plugin_transformers.backend:TransformersBackend",
@@ -20,7 +23,7 @@ def register_models(register: Any) -> None:
 
 
 @vista_rl.hookimpl
-def register_commands(cli: Any) -> None:
+def register_commands(cli: click.Group) -> None:
     from vista_plugin_transformers.commands import init_tiny_command, model_group, serve_command
 
     group = model_group(cli.commands.get("model"))

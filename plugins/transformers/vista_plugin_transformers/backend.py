@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from vista_plugin_transformers.chat import encode_chats
 from vista_plugin_transformers.image_cache import DEFAULT_CACHE_MB, caching_processor
+from vista_plugin_transformers.static_decode import StaticDecoder, StaticMode
 from vista_rl import Chat, Generation, ModelBackend, SamplingParams
 
 LogprobsMode = Literal["processed", "raw"]
@@ -105,6 +106,8 @@ class TransformersBackend(ModelBackend):
     ``device``: ``"auto"`` (the model's device, else CUDA if available, else CPU), ``"cpu"``,
     ``"cuda:0"``...  ``max_batch_size`` bounds the rows (chats x n) in one ``generate`` call.
     ``image_cache_mb`` bounds the memory of processed images cached per image (0 turns the cache off).
+    ``static_cache``: ``auto`` decodes with a static KV cache and a compiled step on CUDA (see
+    :mod:`~vista_plugin_transformers.static_decode`), ``on`` also elsewhere, ``off`` never.
     """
 
     def __init__(
@@ -118,6 +121,7 @@ class TransformersBackend(ModelBackend):
         max_batch_size: int = 64,
         trust_remote_code: bool = False,
         image_cache_mb: float = DEFAULT_CACHE_MB,
+        static_cache: StaticMode = "auto",
     ) -> None:
         if model is None and path is None:
             raise ValueError("transformers backend needs path=MODEL_DIR or model=... and processor=...")
@@ -137,9 +141,12 @@ class TransformersBackend(ModelBackend):
             processor = AutoProcessor.from_pretrained(path, trust_remote_code=trust_remote_code)
         if model is None:
             self.device = resolve_device(device)
-            model = AutoModelForImageTextToText.from_pretrained(
+            assert path is not None  # checked at the top: no model means a path
+            # Any: transformers declares ``to`` through functools.wraps, which mypy cannot bind to an instance
+            loaded: Any = AutoModelForImageTextToText.from_pretrained(
                 path, dtype=dtype, trust_remote_code=trust_remote_code
-            ).to(self.device)
+            )
+            model = loaded.to(self.device)
         else:
             self.device = resolve_device(device, model)
         self.model = model
@@ -148,6 +155,7 @@ class TransformersBackend(ModelBackend):
         self.logprobs_mode: LogprobsMode = logprobs_mode
         self.max_batch_size = max_batch_size
         self.timings = GenerateTimings()
+        self.static_decode = StaticDecoder(static_cache, max_rows=max_batch_size)
         # the processor the backend encodes with: processed images cached per image (see image_cache)
         self._encoder, self.image_cache = (caching_processor(processor, image_cache_mb) if image_cache_mb > 0
                                            else (processor, None))
@@ -281,10 +289,12 @@ class TransformersBackend(ModelBackend):
         eos_ids = self._eos_ids()
         greedy = params.temperature == 0.0
         recorder = _LogprobRecorder(top_logprobs)
+        plan = self.static_decode.plan(self.model, self.device, inputs, params.max_tokens, self._pad_id(eos_ids),
+                                       eos_ids)
         # Warpers are passed explicitly (and the config's left neutral) so the recorder can sit after
         # them; a fresh GenerationConfig keeps a checkpoint's own sampling defaults (top_k, repetition
         # penalty) from silently changing the distribution SamplingParams describes.
-        processors: list[Any] = []
+        processors: list[Any] = list(plan.processors)
         if self.logprobs_mode == "raw":
             processors.append(recorder)
         if not greedy:
@@ -304,17 +314,19 @@ class TransformersBackend(ModelBackend):
             stop_strings=list(params.stop) or None,
             return_dict_in_generate=True,
             **neutral_sampling,
+            **plan.config,
         )
         prompt_length = inputs["input_ids"].shape[1]
         before = time.perf_counter()
         with self._eval_mode(), torch.no_grad(), self._seeded(seed):
-            output = self.model.generate(**inputs, generation_config=config,
+            output = self.model.generate(**plan.inputs, generation_config=config,
                                          logits_processor=LogitsProcessorList(processors),
                                          tokenizer=self.tokenizer if params.stop else None)
         generated = time.perf_counter()
         self.timings.model_s += generated - before
-        new_tokens = output.sequences[:, prompt_length:].cpu()
-        logprobs = recorder.finish(output.sequences[:, -1]).cpu() if new_tokens.shape[1] else None
+        sequences = output.sequences[:plan.rows]  # padding rows (static batch buckets) dropped
+        new_tokens = sequences[:, prompt_length:].cpu()
+        logprobs = recorder.finish(output.sequences[:, -1])[:plan.rows].cpu() if new_tokens.shape[1] else None
         attention = inputs["attention_mask"].cpu()
         prompt_ids = inputs["input_ids"].cpu()
         results = []

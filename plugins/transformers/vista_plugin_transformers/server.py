@@ -253,6 +253,8 @@ def create_app(backend: ModelBackend, model_name: str, *, batch_window_ms: float
     serves_text = callable(getattr(backend, "generate_text", None))
     serves_top_logprobs = "top_logprobs" in inspect.signature(backend.generate).parameters
     max_model_len = limits.max_model_len or getattr(backend, "max_model_len", None)
+    # bound once: mypy does not carry the narrowing of ``limits`` into the generic ``validated`` below
+    max_tokens_limit, max_n = limits.max_tokens_limit, limits.max_n
     validator = ThreadPoolExecutor(max_workers=limits.validation_threads, thread_name_prefix="vista-validate")
 
     @asynccontextmanager
@@ -338,13 +340,13 @@ def create_app(backend: ModelBackend, model_name: str, *, batch_window_ms: float
         if request.top_logprobs_wanted and not serves_top_logprobs:
             raise RequestRejected(400, f"this server's backend ({type(backend).__name__}) does not return top_logprobs")
         asked = request.asked_max_tokens
-        if asked is not None and asked > limits.max_tokens_limit:
-            raise RequestRejected(400, f"max_tokens={asked} exceeds this server's limit of {limits.max_tokens_limit} "
+        if asked is not None and asked > max_tokens_limit:
+            raise RequestRejected(400, f"max_tokens={asked} exceeds this server's limit of {max_tokens_limit} "
                                        "(vista serve --max-tokens-limit)")
-        if request.n > limits.max_n:
-            raise RequestRejected(400, f"n={request.n} exceeds this server's limit of {limits.max_n}")
+        if request.n > max_n:
+            raise RequestRejected(400, f"n={request.n} exceeds this server's limit of {max_n}")
         try:
-            params = request.sampling_params(min(default_max_tokens, limits.max_tokens_limit))
+            params = request.sampling_params(min(default_max_tokens, max_tokens_limit))
         except ValidationError as exc:
             raise RequestRejected(400, str(exc)) from None
         check_stop(list(params.stop))

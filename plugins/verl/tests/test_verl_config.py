@@ -21,7 +21,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 BASE: dict[str, Any] = {
     "engine": "verl", "output_dir": "runs/x", "env": {"id": "oddshape/odd-colour-v0"},
     "model": {"path": "Qwen/Qwen2.5-VL-3B-Instruct"},
-    "rollout": {"max_turns": 3, "group_size": 4, "sampling": {"temperature": 0.7, "top_p": 0.95}},
+    # max_tokens at the episode's budget: verl's loop caps a reply only there (see test_what_verl_would_train_differently)
+    "rollout": {"max_turns": 3, "group_size": 4,
+                "sampling": {"temperature": 0.7, "top_p": 0.95, "max_tokens": 2400}},
     "algorithm": {"estimator": "bilevel_gae", "estimator_params": {"gamma": 0.99, "lam": 0.9, "turn_gamma": 0.95},
                   "clip_ratio_low": 0.2, "clip_ratio_high": 0.28, "kl_coef": 0.01, "entropy_coef": 0.001,
                   "loss_agg": "seq-mean", "ppo_epochs": 2, "mini_batches": 4, "value_clip": None},
@@ -92,26 +94,67 @@ def test_what_verl_cannot_honour_names_the_key(override: str, key: str) -> None:
         check_neutral(_run(override))
 
 
-def test_verl_section_is_strict_and_sft_is_a_warning() -> None:
+def test_verl_section_is_strict() -> None:
     with pytest.raises(ConfigError, match=r"engine_config\.verl\.cluster\.n_gpu: unknown key"):
         engine_config(_run("engine_config.verl.cluster.n_gpu=2"))
     with pytest.raises(ConfigError, match=r"engine_config\.verl\.actor_lr: unknown key"):  # now trainer.lr
         engine_config(_run("engine_config.verl.actor_lr=1e-6"))
     assert check_neutral(_run()) == []
-    (warning,) = check_neutral(_run("sft.steps=10"))
-    assert warning.startswith("sft: the verl engine runs no SFT stage")
-    (warning,) = check_neutral(_run("rollout.window_size=0"))
-    assert warning.startswith("rollout.window_size: verl's agent loop keeps the whole conversation")
 
 
-def test_validate_writes_nothing_and_refuses_resume(tmp_path: Any, tiny_model_dir: Any) -> None:
+@pytest.mark.parametrize(("overrides", "key", "fix"), [
+    (["rollout.window_size=0"], "rollout.window_size", "set rollout.window_size: null"),
+    (["rollout.window_size=2"], "rollout.window_size", "set rollout.window_size: null"),
+    (["rollout.sequences=turn"], "rollout.sequences", "set rollout.sequences: auto"),
+    (["rollout.max_context_tokens=512"], "rollout.max_context_tokens", "set rollout.max_context_tokens: null"),
+    (["sft.steps=10"], "sft.steps", "set model.path: RUN_DIR/models/sft and sft.steps: 0"),
+    (["model.config={dtype: bfloat16}"], "model.config", "set model.config: {}"),
+    (["engine_config.local.image_size=28"], "engine_config.local.image_size", "remove it"),
+])
+def test_what_verl_would_train_differently_is_refused(overrides: list[str], key: str, fix: str) -> None:
+    """A setting verl would silently train differently is an error naming the key and the change."""
+    with pytest.raises(ConfigError) as info:
+        check_neutral(_run(*overrides))
+    message = str(info.value)
+    assert f"\n  {key}: " in message and fix in message
+
+
+def test_a_reply_cap_verl_does_not_apply_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """verl caps a reply only at the episode's budget unless the rows carry rollout.sampling to the loop."""
+    import vista_plugin_verl.dataset as dataset
+
+    monkeypatch.setattr(dataset, "TURN_KEYS", tuple(key for key in dataset.TURN_KEYS if key != "sampling"))
+    with pytest.raises(ConfigError, match=r"rollout\.sampling\.max_tokens: .*set rollout\.sampling\.max_tokens: 2400$"):
+        check_neutral(_run("rollout.sampling.max_tokens=4"))  # three turns: only the reply cap can match
+    with pytest.raises(ConfigError, match=r"max_response_length: 4 \(the same cap for a one-turn env\)"):
+        check_neutral(_run("rollout.sampling.max_tokens=4", "rollout.max_turns=1"))
+    with pytest.raises(ConfigError, match=r"rollout\.sampling\.stop: "):
+        check_neutral(_run("rollout.sampling.stop=[</answer>]"))
+    assert check_neutral(_run("rollout.sampling.max_tokens=64", "engine_config.verl.cluster.max_response_length=64")) == []
+    monkeypatch.setattr(dataset, "TURN_KEYS", (*dataset.TURN_KEYS, "sampling"))
+    assert check_neutral(_run("rollout.sampling.max_tokens=4", "rollout.sampling.stop=[</answer>]")) == []
+
+
+def test_loggers_map_onto_verls_and_the_rest_is_a_warning() -> None:
+    got = _overrides(_run("trainer.loggers=[jsonl, tensorboard, {id: wandb, project: p}]"))
+    assert got["trainer.logger"] == "[console,file,tensorboard,wandb]"
+    assert got["+ray_kwargs.ray_init.runtime_env.env_vars.TENSORBOARD_DIR"].endswith("runs/x/tensorboard")
+    (warning,) = check_neutral(_run("trainer.loggers=[jsonl, no_such_tracker]"))
+    assert warning.startswith("trainer.loggers: verl has no no_such_tracker logger")
+
+
+def test_validate_writes_nothing_and_resumes_from_verls_last_checkpoint(tmp_path: Any, tiny_model_dir: Any) -> None:
     # a local model: where verl is installed, its loader reads the model's config
     run = _run(f"output_dir={tmp_path / 'run'}", f"model.path={tiny_model_dir}")
     plan = vista_rl.make_engine("verl", run=run).validate()
     assert plan.engine == "verl" and "-m verl.trainer.main_ppo" in plan.details
     assert not (tmp_path / "run").exists()
-    with pytest.raises(ConfigError, match="--resume"):
-        vista_rl.make_engine("verl", run=run, resume=tmp_path).validate()
+    assert "trainer.resume_mode=disable" in plan.details  # a fresh run never picks up old checkpoints
+    with pytest.raises(ConfigError, match="--resume .*: no verl checkpoint there"):
+        vista_rl.make_engine("verl", run=run, resume=tmp_path / "run").validate()
+    (tmp_path / "run" / "checkpoints").mkdir(parents=True)
+    (tmp_path / "run" / "checkpoints" / "latest_checkpointed_iteration.txt").write_text("3")
+    assert "trainer.resume_mode=auto" in vista_rl.make_engine("verl", run=run, resume=tmp_path / "run").validate().details
 
 
 def test_the_readme_recipe_validates(tmp_path: Any, tiny_model_dir: Any) -> None:
@@ -134,19 +177,60 @@ def test_the_readme_recipe_validates(tmp_path: Any, tiny_model_dir: Any) -> None
     assert not any(warning.startswith("sft") for warning in plan.warnings)
 
 
-@pytest.mark.parametrize("example", ["frozenlake_grpo", "frozenlake_bilevel_ppo"])
-def test_the_example_configs_validate_for_verl(example: str, tmp_path: Any, tiny_model_dir: Any) -> None:
-    """examples/*.yaml (the local main job's configs) are valid verl runs as they are; where verl is
-    installed (scripts/test.d/verl.sh), through verl's own loader."""
-    import importlib.util
+#: Every example config and what the verl engine refuses in it (the local main job's configs SFT first,
+#: show the map at 28x28 and, most, train one sequence per turn): each either maps exactly or is refused.
+EXAMPLES_REFUSED = {
+    "frozenlake_grpo": {"rollout.window_size", "sft.steps", "engine_config.local.image_size"},
+    "frozenlake_bilevel_ppo": {"sft.steps", "engine_config.local.image_size"},
+    "frozenlake_worldmodel": {"sft.steps", "engine_config.local.image_size"},
+    "grounded_zoom": {"rollout.window_size", "sft.steps"},
+    "svg_grpo": {"sft.steps"},
+    "visual_search_tools": {"rollout.window_size", "sft.steps"},
+}
+
+
+def _example(name: str, *overrides: str) -> RunConfig:
     from pathlib import Path
 
     from vista_rl.config import load_config
 
-    path = Path(__file__).resolve().parents[3] / "examples" / f"{example}.yaml"
-    run = load_config(RunConfig, path, [f"model.path={tiny_model_dir}", f"output_dir={tmp_path / 'run'}"])
+    path = Path(__file__).resolve().parents[3] / "examples" / f"{name}.yaml"
+    return load_config(RunConfig, path, ["model.path=m", "output_dir=runs/x", *overrides])
+
+
+def test_every_example_config_maps_exactly_or_is_refused() -> None:
+    from pathlib import Path
+
+    from vista_plugin_verl.config import loop_applies_sampling, trains_differently
+
+    names = sorted(path.stem for path in (Path(__file__).resolve().parents[3] / "examples").glob("*.yaml"))
+    assert names == sorted(EXAMPLES_REFUSED), "a new example config: add what verl refuses in it"
+    for name in names:
+        run = _example(name)
+        refused = {message.split(":", 1)[0] for message in trains_differently(run, engine_config(run))}
+        capped = run.rollout.sampling.max_tokens < engine_config(run).cluster.max_response_length
+        expected = EXAMPLES_REFUSED[name] | ({"rollout.sampling.max_tokens"} if capped and not loop_applies_sampling() else set())
+        assert refused == expected, name
+
+
+@pytest.mark.parametrize("example", ["frozenlake_grpo", "frozenlake_bilevel_ppo"])
+def test_the_example_configs_validate_for_verl_with_the_named_changes(example: str, tmp_path: Any,
+                                                                      tiny_model_dir: Any) -> None:
+    """The main job's configs with the changes the refusal names (scripts/gpu-smoke.sh trains them so)
+    are valid verl runs; where verl is installed (scripts/test.d/verl.sh), through verl's own loader."""
+    import importlib.util
+
+    from vista_plugin_verl.config import loop_applies_sampling
+
+    changes = ["rollout.window_size=null", "sft.steps=0", "engine_config.local.image_size=null",
+               "env.config.tile_size=7"]  # 7 px a cell: the 4x4 map rendered at 28x28, as the local engine shows it
+    if not loop_applies_sampling():
+        changes.append("rollout.sampling.max_tokens=2400")
+    run = _example(example, f"model.path={tiny_model_dir}", f"output_dir={tmp_path / 'run'}", *changes)
     if run.env.id not in vista_rl.host().registry("envs").ids():  # the verl venv has no frozenlake plugin
-        run = run.model_copy(update={"env": run.env.model_copy(update={"id": "oddshape/odd-colour-v0"})})
+        run = run.model_copy(update={"env": run.env.model_copy(update={"id": "oddshape/odd-colour-v0", "config": {}})})
+    with pytest.raises(ConfigError, match="would train this config differently"):
+        check_neutral(_example(example))
     plan = vista_rl.make_engine("verl", run=run).validate()
     verl_here = importlib.util.find_spec("verl") is not None
     assert any("not installed" in warning for warning in plan.warnings) is not verl_here

@@ -275,7 +275,7 @@ def _run_config(tmp_path: Any, model_path: str, **engine: Any) -> RunConfig:
     return RunConfig.model_validate({
         "engine": "verl", "output_dir": str(tmp_path / "run"),
         "env": {"id": "oddshape/odd-colour-v0", "config": {"grid": 3}},
-        "model": {"path": model_path}, "rollout": {"max_turns": 3, "group_size": 4},
+        "model": {"path": model_path}, "rollout": {"max_turns": 3, "group_size": 4, "sampling": {"max_tokens": 2400}},
         "algorithm": {"estimator": "bilevel_gae", "estimator_params": {"turn_gamma": 0.95}},
         "trainer": {"steps": 5, "seeds_per_step": 8, "micro_batch_size": 1, "train_seeds": {"start": 0, "count": 20}},
         "eval": {"seeds": {"start": 1000, "count": 4}},

@@ -48,6 +48,10 @@ ENGINE_ID = "verl"
 LOSS_AGG = {"token-mean": "token-mean", "seq-mean": "seq-mean-token-mean"}
 #: verl's learning-rate schedules (``actor.optim.lr_scheduler_type``).
 SCHEDULERS = {"constant": "constant", "cosine": "cosine"}
+#: verl's marker of the last checkpoint in ``trainer.default_local_dir`` (``RUN_DIR/checkpoints``).
+LATEST_CHECKPOINT = "latest_checkpointed_iteration.txt"
+#: verl's ``file`` logger's output in the run directory (its own line format, not the local engine's metrics.jsonl).
+VERL_METRICS_FILE = "verl_metrics.jsonl"
 #: ``null`` (no clipping) for verl's ``grad_clip`` and ``critic.cliprange_value``, which always clip.
 NO_CLIP = 1.0e9
 
@@ -66,9 +70,72 @@ def micro_batch_per_gpu(run: RunConfig, cfg: VerlEngineConfig) -> int:
     return min(run.trainer.micro_batch_size, share) if share else run.trainer.micro_batch_size
 
 
+#: Run-config logger ids (``trainer.loggers``) -> verl's tracking backends (``trainer.logger``); verl's
+#: ``file`` backend writes one JSON line a step, as our ``jsonl`` logger does.
+LOGGERS = {"tensorboard": "tensorboard", "jsonl": "file", "wandb": "wandb", "mlflow": "mlflow",
+           "swanlab": "swanlab", "clearml": "clearml"}
+
+
+def loop_applies_sampling() -> bool:
+    """Whether verl's dataset rows carry ``rollout.sampling`` to the agent loop, which then caps each
+    reply at ``max_tokens`` and stops at ``stop`` as the local engine does (the contract between
+    ``dataset.TURN_KEYS`` and the loop: the loop applies what the rows carry)."""
+    from vista_plugin_verl.dataset import TURN_KEYS
+
+    return "sampling" in TURN_KEYS
+
+
+def trains_differently(run: RunConfig, cfg: VerlEngineConfig) -> list[str]:
+    """Settings the verl engine would train differently from the local engine, one message each: the
+    key, what verl would do instead, and what to change.  verl 0.9.1's trainer keeps one sample per
+    (prompt, rollout) pair (``RayPPOTrainer.fit`` repeats the prompt batch ``rollout.n`` times and
+    unions it with the agent loop's outputs), so an episode is always one sequence with the whole
+    conversation in context: context windows and per-turn sequences cannot be honoured, only refused."""
+    rollout, out = run.rollout, []
+    if rollout.window_size is not None:
+        out.append(f"rollout.window_size: {rollout.window_size} keeps only the last turns in context "
+                   f"(one training sequence per turn), but verl trains each episode as one sequence with the "
+                   f"whole conversation in context; set rollout.window_size: null to train whole conversations, "
+                   f"or train this config with --engine local")
+    elif rollout.sequences == "turn":
+        out.append("rollout.sequences: turn trains one sequence per turn, but verl trains one sequence per "
+                   "episode; set rollout.sequences: auto (or episode), or train with --engine local")
+    if rollout.max_context_tokens is not None:
+        out.append(f"rollout.max_context_tokens: verl does not trim the context to {rollout.max_context_tokens} "
+                   "tokens; it bounds an episode by engine_config.verl.cluster.max_prompt_length and "
+                   "max_response_length; set rollout.max_context_tokens: null and size those instead")
+    budget = cfg.cluster.max_response_length
+    if not loop_applies_sampling():
+        if rollout.sampling.max_tokens < budget:
+            one_turn = (f"engine_config.verl.cluster.max_response_length: {rollout.sampling.max_tokens} (the "
+                        "same cap for a one-turn env) or " if rollout.max_turns == 1 else "")
+            out.append(f"rollout.sampling.max_tokens: verl's agent loop does not cap a reply at "
+                       f"{rollout.sampling.max_tokens} tokens (a reply may run to the episode's budget, "
+                       f"engine_config.verl.cluster.max_response_length = {budget}); set "
+                       f"{one_turn}rollout.sampling.max_tokens: {budget}")
+        if rollout.sampling.stop:
+            out.append("rollout.sampling.stop: verl's agent loop does not pass stop strings to its server; "
+                       "set rollout.sampling.stop: []")
+    if run.sft.steps:
+        out.append(f"sft.steps: the local engine runs {run.sft.steps} SFT steps before RL, the verl engine none; "
+                   "run the SFT stage first (vista train --engine local CONFIG --set trainer.steps=0), then "
+                   "set model.path: RUN_DIR/models/sft and sft.steps: 0")
+    if run.model.config:
+        out.append(f"model.config: the local backend's model options ({', '.join(sorted(run.model.config))}) "
+                   "do not reach verl, which loads model.path with actor_rollout_ref.model.*; set model.config: {} "
+                   "and put verl's own keys in engine_config.verl.overrides")
+    image_size = run.engine_config.get("local", {}).get("image_size")
+    if image_size:
+        out.append(f"engine_config.local.image_size: the local engine shows observations at {image_size}x"
+                   f"{image_size}, verl at the size the env renders them; remove it and make the env render at "
+                   f"that size (e.g. a smaller tile size in env.config), or train with --engine local")
+    return out
+
+
 def check_neutral(run: RunConfig, cfg: VerlEngineConfig | None = None) -> list[str]:
-    """Neutral settings verl cannot honour raise ConfigError naming the key; settings it does not use
-    come back as warnings."""
+    """Neutral settings verl cannot honour raise ConfigError naming the key (all settings verl would
+    train differently in one error, see :func:`trains_differently`); settings that only change what is
+    logged come back as warnings."""
     trainer, algo = run.trainer, run.algorithm
     cfg = cfg or engine_config(run)
     if trainer.steps < 1:
@@ -90,15 +157,29 @@ def check_neutral(run: RunConfig, cfg: VerlEngineConfig | None = None) -> list[s
         verl_name(algo.estimator)
     except KeyError as exc:
         raise ConfigError(f"algorithm.estimator: {exc.args[0]}") from None
-    warnings = []
-    if run.sft.steps:
-        warnings.append(f"sft: the verl engine runs no SFT stage; sft.steps={run.sft.steps} is not run here "
-                        "(warm-start with `vista train --engine local`, then point model.path at models/sft)")
-    if run.rollout.window_size is not None or run.rollout.per_turn_sequences:
-        warnings.append("rollout.window_size: verl's agent loop keeps the whole conversation in context and "
-                        "trains it as one sequence; the context window and per-turn sequences (rollout.sequences) "
-                        "apply in the local engine and `vista eval` only")
-    return warnings
+    different = trains_differently(run, cfg)
+    if different:
+        raise ConfigError("the verl engine would train this config differently from the local engine:\n  "
+                          + "\n  ".join(different))
+    unmapped = sorted({_logger_id(entry) for entry in trainer.loggers} - set(LOGGERS))
+    if unmapped:
+        return [f"trainer.loggers: verl has no {', '.join(unmapped)} logger; it logs to the console and "
+                f"{', '.join(sorted(verl_loggers(run)[1:])) or 'nothing else'}"]
+    return []
+
+
+def _logger_id(entry: str | dict[str, Any]) -> str:
+    return entry if isinstance(entry, str) else str(entry["id"])
+
+
+def verl_loggers(run: RunConfig) -> list[str]:
+    """verl's ``trainer.logger``: the console, then each run-config logger verl also has."""
+    out = ["console"]
+    for entry in run.trainer.loggers:
+        name = LOGGERS.get(_logger_id(entry))
+        if name and name not in out:
+            out.append(name)
+    return out
 
 
 def _q(value: Any) -> str:
@@ -115,9 +196,12 @@ def _q(value: Any) -> str:
     return "'" + text.replace("'", "\\'") + "'"
 
 
-def compose_overrides(run: RunConfig, cfg: VerlEngineConfig, train_file: str | Path, val_file: str | Path) -> list[str]:
+def compose_overrides(run: RunConfig, cfg: VerlEngineConfig, train_file: str | Path, val_file: str | Path,
+                      resume: bool = False) -> list[str]:
     """The run config as Hydra overrides of verl's ``ppo_trainer``: the neutral sections map onto
-    verl's own keys, ``engine_config.verl`` adds the cluster, ``overrides`` come last."""
+    verl's own keys, ``engine_config.verl`` adds the cluster, ``overrides`` come last.  ``resume``
+    (``vista train --resume``) continues from the run directory's last checkpoint; otherwise verl starts
+    afresh (its own default, ``auto``, would silently continue whatever checkpoint the directory holds)."""
     from vista_plugin_verl.estimators import verl_name
 
     if run.model.path is None:
@@ -191,9 +275,14 @@ def compose_overrides(run: RunConfig, cfg: VerlEngineConfig, train_file: str | P
         f"trainer.n_gpus_per_node={cluster.n_gpus_per_node}",
         f"trainer.nnodes={cluster.nnodes}",
         f"trainer.default_local_dir={_q(str(run_dir / 'checkpoints'))}",
+        f"trainer.resume_mode={'auto' if resume else 'disable'}",
         "trainer.project_name=vista",
         f"trainer.experiment_name={_q(run_dir.name)}",
-        "trainer.logger=[console]",
+        f"trainer.logger={_q(verl_loggers(run))}",
+        # verl's loggers write under the working directory unless told; the run directory instead, on
+        # every node (the TaskRunner that logs is a Ray actor: the env travels in the runtime env)
+        f"+ray_kwargs.ray_init.runtime_env.env_vars.TENSORBOARD_DIR={_q(str(run_dir / 'tensorboard'))}",
+        f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH={_q(str(run_dir / VERL_METRICS_FILE))}",
     ]
     if critic:
         out += [

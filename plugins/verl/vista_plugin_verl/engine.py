@@ -3,7 +3,8 @@
 ``vista train CONFIG.yaml --engine verl`` (or ``engine: verl`` in the YAML) makes this engine from the
 same run config the local engine reads: the neutral sections map onto verl's keys and
 ``engine_config.verl`` adds the cluster.  ``vista train --engine verl --dry-run CONFIG.yaml`` prints
-the command and the full composed config without writing or launching anything.
+the command and the full composed config without writing or launching anything;
+``vista train --resume RUN_DIR`` continues from verl's last checkpoint in ``RUN_DIR/checkpoints``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import yaml
 
 from vista_plugin_verl.config import (
     ENGINE_ID,
+    LATEST_CHECKPOINT,
     VerlEngineConfig,
     check_neutral,
     compose_overrides,
@@ -48,9 +50,9 @@ class VerlEngine:
     def validate(self) -> EnginePlan:
         """Map the run config onto verl's keys and, where verl is installed, compose it and run verl's
         own ``validate_config``; writes nothing."""
-        if self.resume is not None:
-            raise ConfigError("--resume: the verl engine resumes through verl (trainer.resume_mode); "
-                              "add it to engine_config.verl.overrides")
+        if self.resume is not None and not (self.run_dir / "checkpoints" / LATEST_CHECKPOINT).is_file():
+            raise ConfigError(f"--resume {self.run_dir}: no verl checkpoint there "
+                              f"(checkpoints/{LATEST_CHECKPOINT}; trainer.checkpoint_every sets how often verl saves)")
         import vista_rl
 
         try:
@@ -58,7 +60,7 @@ class VerlEngine:
         except UnknownItemError as exc:
             raise ConfigError(f"env.id: {exc}") from None
         warnings = check_neutral(self.run_config, self.cfg)
-        overrides = compose_overrides(self.run_config, self.cfg, *self._data_files())
+        overrides = compose_overrides(self.run_config, self.cfg, *self._data_files(), resume=self.resume is not None)
         details = shlex.join(self._command(overrides))
         if importlib.util.find_spec("verl") is None:
             warnings.append("verl is not installed here, so verl's own loader did not check the composed config "
@@ -77,7 +79,7 @@ class VerlEngine:
         train, val = write_env_datasets(self.run_dir / "data", run.env.id, run.env.config,
                                         run.trainer.train_seeds.seeds(), run.eval.seeds.seeds(), run.rollout.max_turns,
                                         rollout=run.rollout.model_dump())
-        overrides = compose_overrides(run, self.cfg, train.resolve(), val.resolve())
+        overrides = compose_overrides(run, self.cfg, train.resolve(), val.resolve(), resume=self.resume is not None)
         return self._command(overrides), compose_verl_config(overrides)
 
     def run(self) -> dict[str, Any]:

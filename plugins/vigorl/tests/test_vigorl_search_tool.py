@@ -72,3 +72,10 @@ def test_bad_calls_become_error_results() -> None:
 def test_bad_settings_are_rejected() -> None:
     with pytest.raises(ValueError, match="offset"):
         SearchCoordinateTool(offset=0)
+
+
+def test_disabled_refuses_every_call_with_text_and_no_image() -> None:
+    tool = vista_rl.make_tool("search_coordinate", offset=2, crop_size=112, disabled=True)
+    result = tool({"coordinate": [100, 100]}, ToolContext(images=[quadrants()]))
+    assert not result.images and "disabled" in result.text
+    assert tool({"coordinate": [100, 100, 3]}, ToolContext(images=[quadrants()])).error  # arguments still checked

@@ -6,9 +6,12 @@ Import-light: nothing below loads until a judge, tool, model or command is used.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import vista_rl
+
+if TYPE_CHECKING:
+    import click
 
 _SINGLE_CHECK = {"reference": "left", "correct": "<think> The cup (12, 40) is left of the plate (80, 41). </think>\n"
                                                   "<answer> left </answer>",
@@ -28,7 +31,7 @@ _MULTI_CHECK = {"reference": "left", "correct": _MULTI_CORRECT,
 
 
 @vista_rl.hookimpl
-def register_judges(register: Any) -> None:
+def register_judges(register: vista_rl.RegisterJudge) -> None:
     register("vigorl/grounded-string-match", "vista_plugin_vigorl.rewards:GroundedSingleTurnJudge",
              description="ViGoRL single turn: 0.5*acc + 0.5*format*coordinate, string-match answer",
              check_args=_SINGLE_CHECK)
@@ -53,19 +56,19 @@ def _make(name: str, **config: Any) -> Any:
 
 
 @vista_rl.hookimpl
-def register_tools(register: Any) -> None:
+def register_tools(register: vista_rl.RegisterTool) -> None:
     register("search_coordinate", "vista_plugin_vigorl.search_tool:SearchCoordinateTool",
              description="ViGoRL zoom: fixed-size crop around a point of the original image, optional red dot")
 
 
 @vista_rl.hookimpl
-def register_models(register: Any) -> None:
+def register_models(register: vista_rl.RegisterModel) -> None:
     register("vigorl/noisy-teacher", "vista_plugin_vigorl.mcts.toy:NoisyTeacher",
              description="Scripted noisy MCTS teacher for the colour-grid problems (tests and demos, not a model)")
 
 
 @vista_rl.hookimpl
-def register_commands(cli: Any) -> None:
+def register_commands(cli: click.Group) -> None:
     from vista_plugin_vigorl.cli import mcts_group
 
     cli.add_command(mcts_group)

@@ -7,6 +7,10 @@ the output is exactly ``crop_size x crop_size`` whatever the window's shape near
 
 Presets (``preset=``): ``vstar`` (offset 182, 672 px, no dot), ``web`` (offset 50, 384 px, red
 dot), ``default`` (offset 50, 512 px, no dot: ViGoRL's script defaults).
+
+``disabled=True`` makes the tool refuse every call (a text, no image): the zoom ablation of a run,
+with the env and its prompt unchanged, so the only difference from the real run is what the zoom
+shows (scripts/demo_grounded.py uses it through ``rollout.tools``).
 """
 
 from __future__ import annotations
@@ -37,15 +41,18 @@ class SearchCoordinateTool(ImageTool):
             description="[x, y] in pixels of the original image")
 
     def __init__(self, preset: Literal["vstar", "web", "default"] | None = None, offset: int | None = None,
-                 crop_size: int | None = None, draw_dot: bool | None = None) -> None:
+                 crop_size: int | None = None, draw_dot: bool | None = None, disabled: bool = False) -> None:
         base_offset, base_size, base_dot = PRESETS[preset or "default"]
         self.offset = base_offset if offset is None else offset
         self.crop_size = base_size if crop_size is None else crop_size
         self.draw_dot = base_dot if draw_dot is None else draw_dot
+        self.disabled = disabled
         if self.offset < 1 or self.crop_size < 8:
             raise ValueError("search_coordinate needs offset >= 1 and crop_size >= 8")
 
     def apply(self, arguments: Arguments, context: ToolContext) -> ToolResult:
+        if self.disabled:
+            return ToolResult("The zoom is disabled; no crop.")
         picked = pick_image(context, 0)
         width, height = picked.shown.size
         x, y, clamped = clamp_point(float(arguments.coordinate[0]), float(arguments.coordinate[1]), width, height)

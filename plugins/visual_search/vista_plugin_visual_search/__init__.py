@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import vista_rl
 
 
 @vista_rl.hookimpl
-def register_envs(register: Any) -> None:
+def register_envs(register: vista_rl.RegisterEnv) -> None:
     register("visual_search/zoom-v0", "vista_plugin_visual_search.env:VisualSearchEnv",
              description="Find a small target in a 1536x1536 scene shown at low resolution; zoom with crop_zoom")
     register("visual_search/zoom-small-v0", "vista_plugin_visual_search.small:SmallZoomEnv",

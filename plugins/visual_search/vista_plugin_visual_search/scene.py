@@ -41,7 +41,8 @@ class Scene:
         return (x1 + x2) / 2, (y1 + y2) / 2
 
 
-def draw_shape(draw: ImageDraw.ImageDraw, shape: str, box: tuple[float, float, float, float], fill) -> None:
+def draw_shape(draw: ImageDraw.ImageDraw, shape: str, box: tuple[float, float, float, float],
+               fill: tuple[int, int, int]) -> None:
     x1, y1, x2, y2 = box
     cx, cy = (x1 + x2) / 2, (y1 + y2) / 2
     if shape == "circle":
@@ -62,7 +63,7 @@ def draw_shape(draw: ImageDraw.ImageDraw, shape: str, box: tuple[float, float, f
         draw.polygon(points, fill=fill)
 
 
-def _overlaps(box, boxes, margin: int) -> bool:
+def _overlaps(box: tuple[int, int, int, int], boxes: list[tuple[int, int, int, int]], margin: int) -> bool:
     return any(box[0] < b[2] + margin and b[0] < box[2] + margin and box[1] < b[3] + margin and b[1] < box[3] + margin
                for b in boxes)
 

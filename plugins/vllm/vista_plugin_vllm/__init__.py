@@ -6,13 +6,11 @@ backend) even where vLLM is not installed.
 
 from __future__ import annotations
 
-from typing import Any
-
 import vista_rl
 
 
 @vista_rl.hookimpl
-def register_models(register: Any) -> None:
+def register_models(register: vista_rl.RegisterModel) -> None:
     register(
         "vllm",
         "vista_plugin_vllm.backend:VLLMBackend",

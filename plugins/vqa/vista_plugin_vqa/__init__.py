@@ -3,13 +3,11 @@ answer attempts) of the chart-QA and visual-search envs."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import vista_rl
 
 
 @vista_rl.hookimpl
-def register_envs(register: Any) -> None:
+def register_envs(register: vista_rl.RegisterEnv) -> None:
     register("vqa/records-v0", "vista_plugin_vqa.env:PerRecordVQAEnv",
              description="VQA over task records that mix kinds (MathVista, TabMWP, IconQA): options and the "
                          "multiple_choice judge per multiple-choice record, free-form judging for the rest")

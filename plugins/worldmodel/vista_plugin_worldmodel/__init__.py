@@ -5,13 +5,11 @@ service and the wrapper load only when made."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import vista_rl
 
 
 @vista_rl.hookimpl
-def register_judges(register: Any) -> None:
+def register_judges(register: vista_rl.RegisterJudge) -> None:
     register("worldmodel/grounding", "vista_plugin_worldmodel.rule_judge:GroundingRuleJudge",
              description="VAGEN grounding reward by rules: <observation> text read into relations, F1 vs the "
                          "state before the turn")
@@ -25,7 +23,7 @@ def register_judges(register: Any) -> None:
 
 
 @vista_rl.hookimpl
-def register_envs(register: Any) -> None:
+def register_envs(register: vista_rl.RegisterEnv) -> None:
     register("worldmodel/state-reward-v0", "vista_plugin_worldmodel.env:StateRewardEnv",
              description="Any env + VAGEN's grounding/world-modeling rewards per turn (env=ID, config={...}, "
                          "use_state_reward, *_reward_weight, *_judge)")

@@ -29,7 +29,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 import vista_rl
-from vista_rl import Env, Judge, JudgeResult, Observation, ResponseFormat, StepResult, parse_response
+from vista_rl import EnvWrapper, Judge, JudgeResult, ResponseFormat, StepResult, parse_response
 
 _LENIENT = ResponseFormat(required=(), strict=False)
 
@@ -53,13 +53,12 @@ class StateRewardConfig(BaseModel):
     prediction_state_key: str = "prediction_state"
 
 
-class StateRewardEnv(Env):
+class StateRewardEnv(EnvWrapper):
     """See the module docstring."""
 
     def __init__(self, env: str, config: Mapping[str, Any] | None = None, **settings: Any) -> None:
         self.settings = StateRewardConfig(**settings)
-        self.inner = vista_rl.make_env(env, **dict(config or {}))
-        self.tools = self.inner.tools
+        super().__init__(vista_rl.make_env(env, **dict(config or {})))
         self.judges: dict[str, Judge] = {}
         if self.settings.use_state_reward:
             s = self.settings
@@ -69,10 +68,7 @@ class StateRewardEnv(Env):
                                                      **{**s.judge_config, **s.worldmodeling_judge_config}),
             }
 
-    # ------------------------------------------------------------------ the contract
-    def reset(self, seed: int | None = None) -> tuple[Observation, dict[str, Any]]:
-        return self.inner.reset(seed=seed)
-
+    # ------------------------------------------------------------------ the contract (the rest: EnvWrapper)
     def step(self, action: str) -> StepResult:
         result = self.inner.step(action)
         try:
@@ -82,18 +78,6 @@ class StateRewardEnv(Env):
         result.info = {**result.info, **metrics}
         result.reward = float(result.reward) + bonus
         return result
-
-    def system_prompt(self) -> str:
-        return self.inner.system_prompt()
-
-    def oracle_response(self) -> str | None:
-        return self.inner.oracle_response()
-
-    def tool_context_metadata(self) -> dict[str, Any]:
-        return self.inner.tool_context_metadata()
-
-    def close(self) -> None:
-        self.inner.close()
 
     # ------------------------------------------------------------------ scoring
     def _state_reward(self, action: str, info: Mapping[str, Any]) -> tuple[float, dict[str, Any]]:

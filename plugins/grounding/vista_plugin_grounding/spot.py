@@ -1,0 +1,153 @@
+"""``grounding/zoom-spot-v0``: ViGoRL's grounded zoom, small enough for a tiny VLM on a CPU.
+
+Why it exists: ViGoRL's point is that the model *grounds* its reasoning: it names a place in the
+image as ``(x, y)``, zooms there (``search_coordinate``) and reads what it could not read before.
+The GUI and V* tasks need that at 1000+ pixels with a 3B model; this task keeps the three steps and
+nothing else, so a tiny random Qwen2.5-VL learns them in minutes:
+
+- a ``display_size`` view (default 112x112) with ``grid x grid`` candidate places; one of them, chosen
+  by the seed, holds a **visible frame** (a dark square outline, whole view pixels wide) with a tiny
+  marker at its centre: a dot of one answer colour inside a square of its complementary colour
+  (``vista_plugin_visual_search.small``'s marker), every ``factor x factor`` block half and half, so
+  the box-filtered view shows the marker as the background grey: **where** is visible, **what** is not;
+- the question is the same for every seed ("What colour is the dot inside the frame?"), so the place
+  must come from the image: the model cites it in ``<think>`` and calls ``search_coordinate`` there;
+- the crop is cut from the full-resolution scene (``factor`` times larger), where the dot is plain.
+  A zoom at another place shows background only.
+
+Reward: ViGoRL's multi-turn grounded reward (:mod:`vista_plugin_grounding.grounded`),
+``0.6·acc + 0.4·format`` with ``format = 1 + 0.2·(unique points − 1)``.  ``info["grounded"]`` says
+whether a cited point lies inside the frame.
+
+Without the zoom no policy beats ``1 / len(colours)`` in expectation (the view is the same grey at
+the marker for every colour); the scripted oracle cites the frame's centre, zooms there and answers.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from PIL import Image, ImageDraw
+from pydantic import Field, field_validator
+from vista_plugin_visual_search.small import (
+    BACKGROUND,
+    DOT_COLOURS,
+    FRAME,
+    complement,
+    marker_centres,
+    marker_mask,
+)
+from vista_plugin_vqa.base import Problem
+
+from vista_plugin_grounding.grounded import GroundedConfig, GroundedQAEnv, RewardMode
+
+QUESTION = "What colour is the dot inside the frame?"
+
+
+class SpotConfig(GroundedConfig):
+    prompt_format: Literal["free_think", "no_think"] = "free_think"
+    reward_mode: RewardMode = "multi_turn"
+    tools: list[str] = Field(default_factory=lambda: ["search_coordinate"],
+                             description="zoom tools ([] drops the zoom from the env and prompt)")
+    max_turns: int = Field(3, ge=1, le=50)
+    max_images: int = Field(3, ge=1, le=64)
+    grid: int = Field(3, ge=1, le=8, description="candidate places per side")
+    display_size: int = Field(112, ge=28, le=1024, description="side of the view the model gets")
+    factor: int = Field(8, ge=2, le=32, description="full resolution / view (the downscale factor)")
+    colours: list[str] = Field(default_factory=lambda: list(DOT_COLOURS), min_length=2)
+    marker: int = Field(2, ge=2, le=32, description="marker side in view pixels (even)")
+
+    @field_validator("marker")
+    @classmethod
+    def _even(cls, value: int) -> int:
+        if value % 2:
+            raise ValueError("marker must be even (its centre sits on a view-pixel corner)")
+        return value
+
+    @field_validator("colours")
+    @classmethod
+    def _known_colours(cls, value: list[str]) -> list[str]:
+        unknown = [name for name in value if name not in DOT_COLOURS]
+        if unknown or len(set(value)) != len(value):
+            raise ValueError(f"colours must be distinct names from {sorted(DOT_COLOURS)}")
+        return value
+
+
+@dataclass
+class SpotScene:
+    full: Image.Image  # full resolution: display_size * factor
+    shown: Image.Image  # the view the model gets
+    colour: str  # the dot's answer colour
+    point: tuple[int, int]  # the frame's centre, view pixels
+    frame: tuple[int, int, int, int]  # the frame's box, view pixels (inclusive)
+    places: list[tuple[int, int]]  # every candidate place, view pixels
+
+
+def generate_spot_scene(seed: int, grid: int = 3, display_size: int = 112, factor: int = 8,
+                        colours: tuple[str, ...] = tuple(DOT_COLOURS), marker: int = 2) -> SpotScene:
+    """The scene of ``seed``: which place holds the frame and the dot's colour are seeded."""
+    rng = random.Random(seed)
+    places = marker_centres(grid, display_size)
+    cx, cy = places[rng.randrange(len(places))]
+    colour = rng.choice(colours)
+    full = Image.new("RGB", (display_size * factor, display_size * factor), BACKGROUND)
+    half = marker // 2
+    side = max(half + 2, round(display_size / grid / 5))  # the frame's half side (view px)
+    box = (cx - side, cy - side, cx + side - 1, cy + side - 1)
+    ImageDraw.Draw(full).rectangle(tuple(v * factor for v in box[:2]) + tuple((v + 1) * factor - 1 for v in box[2:]),
+                                   outline=FRAME, width=factor)
+    dot, ring = DOT_COLOURS[colour], complement(DOT_COLOURS[colour])
+    left, top = (cx - half) * factor, (cy - half) * factor
+    for y, row in enumerate(marker_mask(factor, marker)):
+        for x, inside in enumerate(row):
+            full.putpixel((left + x, top + y), dot if inside else ring)
+    return SpotScene(full, full.reduce(factor), colour, (cx, cy), box, places)
+
+
+class SpotZoomEnv(GroundedQAEnv):
+    """See the module docstring.  ``tools=[]`` is the zoom-less variant of the same task (the
+    demo's zoom ablation instead keeps the tool and makes it refuse: ``search_coordinate`` with
+    ``disabled: true``)."""
+
+    config_class = SpotConfig
+    config: SpotConfig
+
+    def __init__(self, **config: Any) -> None:
+        super().__init__(**config)
+        if self.config.display_size // self.config.grid < self.config.marker + 6:
+            raise ValueError(f"display_size {self.config.display_size} is too small for a {self.config.grid}x"
+                             f"{self.config.grid} grid of {self.config.marker}-pixel markers with frames")
+
+    def system_prompt(self) -> str:
+        """Short on purpose: every prompt token is paid on every turn of every rollout."""
+        size = self.config.display_size
+        lines = [f"A {size}x{size} view; the dot in the frame is too small to see."]
+        colours = ", ".join(self.config.colours)
+        if self.tools:
+            call = json.dumps({"name": self.tools[0], "arguments": {"coordinate": ["x", "y"]}})
+            call = call.replace('"x"', "x").replace('"y"', "y")
+            lines.append(f"Find the frame, zoom there: <think>The frame is at (x, y).</think><tool_call>{call}</tool_call>")
+        lines.append(f"Then answer its colour ({colours}): <think>...</think><answer>colour</answer>")
+        return "\n".join(lines)
+
+    def make_problem(self, seed: int) -> Problem:
+        config = self.config
+        scene = generate_spot_scene(seed, config.grid, config.display_size, config.factor, tuple(config.colours),
+                                    config.marker)
+        x, y = scene.point
+        info = {"target_point": [x, y], "target_boxes": [list(scene.frame)], "dot_colour": scene.colour,
+                "oracle_reasoning": f"The zoom shows a {scene.colour} dot."}
+        return Problem(QUESTION, [scene.shown], scene.colour, "exact", oracle_answer=scene.colour,
+                       full_resolution={0: scene.full}, info=info)
+
+    def answer_is_plausible(self, answer: str) -> bool:
+        return answer.strip().lower().rstrip(".") in self.config.colours
+
+    def oracle_tool_call(self) -> dict[str, Any] | None:
+        assert self.problem is not None
+        x, y = self.problem.info["target_point"]
+        return {"name": self.tools[0] if self.tools else "search_coordinate", "arguments": {"coordinate": [x, y]},
+                "think": f"The frame is at ({x}, {y})."}
