@@ -114,3 +114,15 @@ def test_the_store_keeps_the_observation_role(tmp_path: Path) -> None:
     assert [piece.role for piece in record_pieces(record, tmp_path)] == ["user", "tool"]
     del record["turns"][1]["observation_role"]  # rows stored before the field existed
     assert record_pieces(record, tmp_path)[1].role == "user"
+
+
+def test_internvl_rl_and_serve_prompts_are_byte_identical(tiny_internvl_dir: Path) -> None:
+    """InternVL's template writes a bare ``<IMG_CONTEXT>`` that its processor wraps in ``<img>``
+    ... ``</img>``: the served text still expands to the ids the local engine builds itself."""
+    from vista_plugin_transformers.chat import encode_chats
+
+    model, processor = load_pretrained(str(tiny_internvl_dir))
+    chat = _conversation()
+    rl = PolicyBackend(Policy(model, processor, torch.device("cpu"))).generate(
+        [chat], SamplingParams(temperature=0.0, max_tokens=1))[0][0]
+    assert encode_chats(processor, [chat])["input_ids"][0].tolist() == rl.prompt_token_ids
