@@ -139,16 +139,10 @@ class ChatEncoder:
         return tokens
 
     def prompt_segment(self, system: str, observation: str, images: list[Image.Image]) -> tuple[list[int], list[ImageInput]]:
-        ids: list[int] = []
-        if system:
-            ids += self.message_segment("system", system, [])[0]
-        user, vision = self.message_segment("user", observation, images)
-        return ids + user + self.assistant_header, vision
-
-    def followup_segment(self, observation: str, images: list[Image.Image], role: str = "user") -> tuple[list[int], list[ImageInput]]:
-        """What follows an assistant turn's ``<|im_end|>``: the next observation and the header."""
-        ids, vision = self.message_segment(role, observation, images)
-        return self.message_end + ids + self.assistant_header, vision
+        """An episode's first prompt (system, observation, generation header), by :meth:`render`."""
+        chat = [Message("system", system)] if system else []
+        tokens = self.render([*chat, Message("user", observation, list(images))])
+        return tokens.input_ids, tokens.images
 
     def response_ids(self, text: str) -> list[int]:
         """Ids of a written response (SFT), closed by ``<|im_end|>`` so the model learns to stop."""
