@@ -60,7 +60,7 @@ def eval_config(run: RunConfig, out: Path, *, backend: str, path: str | None, to
     data.update(seed=seeds.start, output_dir=str(out),
                 env={"id": run.env.id, "config": env_config},
                 model={"backend": backend, "path": path, "config": model_config or {}})
-    data["rollout"].update(episodes=seeds.count, group_size=1, batch_size=engine.eval.batch_size)
+    data["rollout"].update(episodes=seeds.count, group_size=1, batch_size=run.rollout.batch_size)
     data["rollout"]["sampling"]["temperature"] = temperature
     return validate_config(RunConfig, data, "demo eval config")
 

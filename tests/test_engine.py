@@ -61,9 +61,9 @@ def test_local_view_merges_the_neutral_sections_and_its_own(tmp_path: Path) -> N
                           "verl": {"cluster": {"nnodes": 4}}},  # another engine's section: not ours to read
     })
     view = validate_engine_config(run)
-    assert (view.algorithm.clip_ratio_high, view.algorithm.value_coef, view.algorithm.uses_value_head) == (0.28, 0.25, True)
-    assert (view.trainer.lr, view.trainer.micro_batch_size, view.trainer.precision) == (0.5, 3, "fp32")
-    assert (view.eval.batch_size, view.eval.temperature, view.lora.enabled) == (7, 1.0, True)
+    assert (view.algorithm.clip_ratio_high, view.local.value_coef, view.algorithm.uses_critic) == (0.28, 0.25, True)
+    assert (view.trainer.lr, view.trainer.micro_batch_size, view.local.precision) == (0.5, 3, "fp32")
+    assert (view.eval.temperature, view.local.lora.enabled) == (1.0, True)
 
 
 def test_missing_model_dir_and_unknown_estimator_are_clear(tmp_path: Path, tiny_model_dir: Path) -> None:

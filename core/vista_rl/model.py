@@ -42,6 +42,11 @@ class Generation:
     prompt_token_ids: list[int] | None = None
     finish_reason: str = "stop"
     metadata: dict[str, Any] = field(default_factory=dict)
+    #: What the backend's encoder built for each image of the prompt, in placeholder order (the local
+    #: engine: the pixel tensors it sampled from), or ``None``.  The token view keeps the entries of
+    #: the images it lists, so a trainer scores exactly what was sampled without a side cache.
+    #: Held in memory only, never serialised.
+    encoded_images: list[Any] | None = field(default=None, repr=False, compare=False)
 
 
 class ModelBackend(abc.ABC):

@@ -31,6 +31,9 @@ class Turn:
     tool_calls: list[ToolCallRecord] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
+    #: Role of the message the response answered: ``"user"`` (env observations, feedback) or
+    #: ``"tool"`` (tool results under ``rollout.tool_response_role: tool``), so SFT renders it as seen.
+    observation_role: str = "user"
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name != "images"}
@@ -40,6 +43,10 @@ class Turn:
         known = {f.name for f in fields(cls)} - {"images", "tool_calls"}
         calls = [ToolCallRecord(**call) for call in data.get("tool_calls", [])]
         return cls(**{key: value for key, value in data.items() if key in known}, tool_calls=calls)
+
+
+#: TokenView fields that live in memory during a run only.
+_IN_MEMORY = {"images", "image_inputs"}
 
 
 @dataclass
@@ -59,7 +66,9 @@ class TokenView:
     prompt extended the sequence token for token; "aligned": the window dropped history and the
     previous generation was found in the new prompt; "retokenized": the template re-tokenized the
     previous response differently and its end-of-turn token was used as the anchor).  ``images``
-    holds the PIL images in memory during a run (never serialised).
+    holds the PIL images in memory during a run (never serialised); ``image_inputs``, one per image
+    when the backend returned them (``Generation.encoded_images``), what its encoder built for them
+    (the local engine's pixel tensors; never serialised).
     """
 
     input_ids: list[int]
@@ -72,6 +81,7 @@ class TokenView:
     turn_starts: list[int] = field(default_factory=list)
     alignment: list[str] = field(default_factory=list)
     images: list[Image.Image] = field(default_factory=list, repr=False, compare=False)
+    image_inputs: list[Any] = field(default_factory=list, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if len(self.input_ids) != len(self.loss_mask):
@@ -82,11 +92,11 @@ class TokenView:
             raise ValueError("logprobs must have one entry per token of input_ids")
 
     def to_dict(self) -> dict[str, Any]:
-        return {f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name != "images"}
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name not in _IN_MEMORY}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> TokenView:
-        known = {f.name for f in fields(cls)} - {"images"}
+        known = {f.name for f in fields(cls)} - _IN_MEMORY
         return cls(**{key: value for key, value in data.items() if key in known})
 
 

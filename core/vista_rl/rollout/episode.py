@@ -203,7 +203,8 @@ class EpisodeDriver:
         """Record the reply to ``chat`` and submit the env/tool calls it asks for."""
         text = generation.text if isinstance(generation.text, str) else str(generation.text)
         current = self.history[-1]
-        turn = Turn(observation=current.content, response=text, images=list(current.images))
+        turn = Turn(observation=current.content, response=text, images=list(current.images),
+                    observation_role=current.role)
         turn.info["finish_reason"] = str(getattr(generation, "finish_reason", ""))
         self.trajectory.turns.append(turn)
         self.turns_in_attempt += 1
@@ -244,9 +245,12 @@ class EpisodeDriver:
             added = chat if self.builder.per_turn else messages_after_last_assistant(chat)
             new_images = [image for message in added for image in message.images]
             refs = [image_hash(image) for image in new_images] if prompt_ids is not None else []
+            encoded = getattr(generation, "encoded_images", None)  # the prompt's images: the new ones last
+            new_inputs = (list(encoded)[len(encoded) - len(new_images):]
+                          if isinstance(encoded, list) and len(encoded) >= len(new_images) else None)
             self.builder.add_turn(prompt_ids, getattr(generation, "token_ids", None),
                                   getattr(generation, "logprobs", None), finish_reason, new_images, refs, text,
-                                  self.end_tokens)
+                                  self.end_tokens, new_inputs)
         if token_ids and finish_reason == "stop" and not self.stop_strings:
             self.end_tokens.add(int(token_ids[-1]))  # a "stop" without stop strings ended on an EOS token
 

@@ -29,12 +29,14 @@ generation prompt.  ``D_k = P_k[c:]`` where ``c`` is where the re-rendered turn 
 otherwise the view is given up (``None``, reason in ``metadata["token_view_error"]``) rather than
 guessed.  Generated tokens are always the sampled ones, so logprob ratios stay exact.  Images are
 listed in the order their placeholders appear in ``input_ids``: every image of the first context,
-then the images of each turn's new messages.
+then the images of each turn's new messages.  ``image_inputs`` follows ``images`` one for one when
+every generation carried its encoder's images (``Generation.encoded_images``), else stays empty.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from typing import Any
 
 from PIL import Image
 
@@ -118,6 +120,8 @@ class TokenViewBuilder:
         self.alignment: list[str] = []
         self.images: list[Image.Image] = []
         self.image_refs: list[str] = []
+        #: What the backend encoded for each of ``images``; ``None`` once a turn came without them.
+        self.image_inputs: list[Any] | None = []
         self.prompt_length = 0
         self.error: str | None = None
         self._previous: list[int] = []
@@ -142,17 +146,21 @@ class TokenViewBuilder:
         new_image_refs: Sequence[str],
         text: str,
         end_tokens: Collection[int] = (),
+        new_image_inputs: Sequence[Any] | None = None,
     ) -> None:
         """Append one turn.  ``new_images`` are the images of the messages this prompt added (all
-        context images on the first turn)."""
+        context images on the first turn); ``new_image_inputs`` what the backend encoded for them."""
         if not self.active:
             return
         if prompt_ids is None or (generated_ids is None or (not generated_ids and text)):
             self.disable("the backend returned no prompt/generated token ids")
             return
         prompt, generated = [int(t) for t in prompt_ids], [int(t) for t in generated_ids]
+        inputs = list(new_image_inputs) if new_image_inputs is not None else None
+        if inputs is not None and len(inputs) != len(new_images):
+            inputs = None
         if self.per_turn:
-            self._add_turn_view(prompt, generated, logprobs, new_images, new_image_refs)
+            self._add_turn_view(prompt, generated, logprobs, new_images, new_image_refs, inputs)
             return
         if not self.turn_ends:
             context = prompt
@@ -182,10 +190,12 @@ class TokenViewBuilder:
                 self.logprobs.extend(float(value) for value in logprobs)
         self.images.extend(new_images)
         self.image_refs.extend(new_image_refs)
+        if self.image_inputs is not None:
+            self.image_inputs = None if inputs is None else self.image_inputs + inputs
         self._previous, self._previous_finish, self._previous_prompt = generated, finish_reason, prompt
 
     def _add_turn_view(self, prompt: list[int], generated: list[int], logprobs: Sequence[float] | None,
-                       images: Sequence[Image.Image], refs: Sequence[str]) -> None:
+                       images: Sequence[Image.Image], refs: Sequence[str], inputs: list[Any] | None) -> None:
         """Per-turn mode: ``images`` are all the images of this prompt, in placeholder order."""
         sampled = None
         if logprobs is not None and len(logprobs) == len(generated):
@@ -193,7 +203,8 @@ class TokenViewBuilder:
         self.turn_views.append(TokenView(
             input_ids=prompt + generated, loss_mask=[0] * len(prompt) + [1] * len(generated),
             turn_ends=[len(prompt) + len(generated) - 1], turn_rewards=[0.0], logprobs=sampled,
-            image_refs=list(refs), prompt_length=len(prompt), turn_starts=[len(prompt)], images=list(images)))
+            image_refs=list(refs), prompt_length=len(prompt), turn_starts=[len(prompt)], images=list(images),
+            image_inputs=inputs or []))
 
     def set_last_reward(self, reward: float) -> None:
         if not self.active:
@@ -211,5 +222,5 @@ class TokenViewBuilder:
             input_ids=self.input_ids, loss_mask=self.loss_mask, turn_ends=self.turn_ends,
             turn_rewards=self.turn_rewards, logprobs=self.logprobs, image_refs=self.image_refs,
             prompt_length=self.prompt_length, turn_starts=self.turn_starts, alignment=self.alignment,
-            images=self.images,
+            images=self.images, image_inputs=self.image_inputs or [],
         )

@@ -106,15 +106,15 @@ class RunWriteError(VistaError):
     """The background writer failed to write an image or a line (disk full, permissions...)."""
 
 
-def _fields_of(value: Any, skip: str = "images") -> dict[str, Any]:
+def _fields_of(value: Any, skip: tuple[str, ...] = ("images", "image_inputs")) -> dict[str, Any]:
     """One level of a dataclass as a dict (no recursion: ``json.dumps`` walks lists and dicts
-    itself, and :func:`_record_default` handles nested dataclasses)."""
-    return {f.name: getattr(value, f.name) for f in fields(value) if f.name != skip}
+    itself, and :func:`_record_default` handles nested dataclasses); in-memory fields skipped."""
+    return {f.name: getattr(value, f.name) for f in fields(value) if f.name not in skip}
 
 
 def _record_default(value: Any) -> Any:
     if is_dataclass(value) and not isinstance(value, type):
-        return _fields_of(value, skip="")
+        return _fields_of(value, skip=())
     return json_default(value)
 
 

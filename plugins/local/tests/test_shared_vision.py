@@ -20,6 +20,7 @@ pytest.importorskip("transformers")
 from vista_plugin_local.advantages import compute_advantages  # noqa: E402
 from vista_plugin_local.chat_tokens import EpisodeTokens  # noqa: E402
 from vista_plugin_local.policy import Policy, load_pretrained  # noqa: E402
+from vista_plugin_local.ppo_update import score_episodes  # noqa: E402
 from vista_plugin_local.trainer import LocalEngine  # noqa: E402
 
 from tests.engine_helpers import run_config  # noqa: E402
@@ -129,12 +130,11 @@ def _one_rl_step(tmp_path: Path, model_dir: Path, name: str, keep_pass: bool,
     estimator's output gets a fixed -1 .. 2 per sample on the response tokens (a stand-in for
     rewards, named as such)."""
     passes = 0
-    score_episodes = LocalEngine._score_episodes
 
-    def counted(self: LocalEngine, *args: Any) -> dict[str, torch.Tensor]:
+    def counted(*args: Any, **kwargs: Any) -> dict[str, torch.Tensor]:
         nonlocal passes
         passes += 1
-        return score_episodes(self, *args)
+        return score_episodes(*args, **kwargs)
 
     def signed_advantages(estimator: Any, batch: AdvantageBatch) -> AdvantageOutput:
         out = compute_advantages(estimator, batch)
@@ -142,10 +142,10 @@ def _one_rl_step(tmp_path: Path, model_dir: Path, name: str, keep_pass: bool,
         return AdvantageOutput(out.advantages + signs[:, None] * batch.response_mask, out.returns)
 
     with monkeypatch.context() as patch:
-        patch.setattr(LocalEngine, "_score_episodes", counted)
-        patch.setattr("vista_plugin_local.trainer.compute_advantages", signed_advantages)
+        patch.setattr("vista_plugin_local.rl_step.score_episodes", counted)
+        patch.setattr("vista_plugin_local.rl_step.compute_advantages", signed_advantages)
         if keep_pass:
-            patch.setattr(LocalEngine, "_old_logprobs_are_update_logprobs", lambda self: False)
+            patch.setattr("vista_plugin_local.rl_step.old_logprobs_are_update_logprobs", lambda *args: False)
         run = run_config(model_dir, tmp_path / name, overrides=(
             "sft.steps=0", "trainer.steps=1", "trainer.lr=0.01", "eval.seeds.count=1", *overrides))
         engine = LocalEngine(run)

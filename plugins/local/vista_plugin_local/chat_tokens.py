@@ -7,12 +7,15 @@ header), then per turn the sampled assistant ids, then the next observation segm
 segments go through the model's processor, which expands each image into its vision tokens.
 
 The layout (chat tokens, how an image becomes tokens, the image tensors) comes from the model's
-:class:`~vista_rl.model_family.ModelFamily` (Qwen2.5-VL, InternVL, or one a plugin registers).
+:class:`~vista_rl.model_family.ModelFamily` (Qwen2.5-VL, InternVL, or one a plugin registers), and
+the walk over a chat is :func:`vista_rl.chat_render.chat_segments`, the one that ``vista serve``
+renders with too (:meth:`ChatEncoder.render`), so RL, SFT and serving show the model the same ids.
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +23,8 @@ from PIL import Image
 
 from vista_plugin_local.families import family_for
 from vista_plugin_local.image_input import ImageInput
-from vista_rl import IMAGE_PLACEHOLDER
+from vista_rl import IMAGE_PLACEHOLDER, Message
+from vista_rl.chat_render import chat_segments
 
 if TYPE_CHECKING:
     from vista_rl import ModelFamily
@@ -103,17 +107,42 @@ class ChatEncoder:
         """What follows an assistant turn's ``<|im_end|>`` before the next message."""
         return self.encode(self.family.message_separator, [])[0]
 
-    def prompt_segment(self, system: str, observation: str, images: list[Image.Image]) -> tuple[list[int], list[ImageInput]]:
-        ids: list[int] = []
-        if system:
-            ids += self.message_segment("system", system, [])[0]
-        user, vision = self.message_segment("user", observation, images)
-        return ids + user + self.assistant_header, vision
+    def render(self, chat: Sequence[Message], *, add_generation_prompt: bool = True,
+               message_ids: Callable[[Message], tuple[list[int], list[ImageInput]]] | None = None,
+               reply_ids: Callable[[int], list[int]] | None = None,
+               trainable: Callable[[int], bool] | None = None) -> EpisodeTokens:
+        """Token view of ``chat`` in :func:`~vista_rl.chat_render.chat_segments`' layout.
 
-    def followup_segment(self, observation: str, images: list[Image.Image], role: str = "user") -> tuple[list[int], list[ImageInput]]:
-        """What follows an assistant turn's ``<|im_end|>``: the next observation and the header."""
-        ids, vision = self.message_segment(role, observation, images)
-        return self.message_end + ids + self.assistant_header, vision
+        ``message_ids(message)``: a non-assistant message's ids and image tensors (default: encode
+        it); ``reply_ids(index)``: the ids of the assistant message at ``index`` ending with the end
+        token (default: its text tokenized, as :meth:`response_ids`); ``trainable(index)``: whether
+        that reply is in the loss (default: none).  Each reply's last position is a turn end."""
+        tokens = EpisodeTokens()
+        for segment in chat_segments(self.family, chat, add_generation_prompt=add_generation_prompt):
+            if segment.kind == "header":
+                tokens.extend(self.assistant_header, trainable=False)
+            elif segment.kind == "separator":
+                tokens.extend(self.message_end, trainable=False)
+            elif segment.kind == "message":
+                assert segment.index is not None
+                message = chat[segment.index]
+                ids, vision = (message_ids(message) if message_ids is not None
+                               else self.encode(segment.text, list(message.images)))
+                tokens.extend(ids, trainable=False)
+                tokens.images.extend(vision)
+            else:
+                assert segment.index is not None
+                ids = (reply_ids(segment.index) if reply_ids is not None
+                       else self.response_ids(chat[segment.index].content))
+                tokens.extend(ids, trainable=trainable is not None and trainable(segment.index))
+                tokens.turn_ends.append(len(tokens) - 1)
+        return tokens
+
+    def prompt_segment(self, system: str, observation: str, images: list[Image.Image]) -> tuple[list[int], list[ImageInput]]:
+        """An episode's first prompt (system, observation, generation header), by :meth:`render`."""
+        chat = [Message("system", system)] if system else []
+        tokens = self.render([*chat, Message("user", observation, list(images))])
+        return tokens.input_ids, tokens.images
 
     def response_ids(self, text: str) -> list[int]:
         """Ids of a written response (SFT), closed by ``<|im_end|>`` so the model learns to stop."""

@@ -25,10 +25,10 @@ from rich.console import Console
 
 import vista_rl
 from vista_plugin_local.config import LocalEngineConfig, validate_engine_config
-from vista_plugin_local.evaluate import evaluate
+from vista_plugin_local.evaluate import HeldOutEval
 from vista_plugin_local.policy import Policy, load_pretrained, pick_device
 from vista_plugin_local.policy_backend import PolicyBackend
-from vista_rl import SamplingParams, VistaError
+from vista_rl import VistaError
 from vista_rl.baselines import (
     BLANK_ENV_ID,
     BlindBaseline,
@@ -38,7 +38,7 @@ from vista_rl.baselines import (
     main_job_verdict,
 )
 from vista_rl.config import RunConfig, validate_config
-from vista_rl.rollout import Estimate, RolloutEngine, episode_specs
+from vista_rl.rollout import Estimate
 
 GREEDY, SAMPLED = 0.0, 1.0
 #: Trainer eval labels -> report rows (the order of the table).
@@ -68,7 +68,7 @@ class MainJobReport:
         if unknown or not decodings:
             raise VistaError(f"decodings must be greedy and/or sampled, got {sorted(decodings)}")
         self.decodings = tuple(decodings)
-        self.device = pick_device(self.engine.trainer.device)
+        self.device = pick_device(self.engine.local.device)
 
     # ------------------------------------------------------------------ pieces
     def _model_dir(self, stage: str) -> Path | None:
@@ -79,22 +79,18 @@ class MainJobReport:
 
     def _policy(self, path: Path) -> Policy:
         model, processor = load_pretrained(str(path))
-        return Policy(model, processor, self.device, precision=self.engine.trainer.precision,
-                      image_size=self.engine.trainer.image_size)
+        local = self.engine.local
+        return Policy(model, processor, self.device, precision=local.precision, image_size=local.image_size)
 
     def _evaluate(self, policy: Policy, temperature: float, label: str, blank: bool = False) -> Estimate:
-        """One held-out evaluation through the core rollout engine, as the trainer evaluates."""
-        rollout, eval_cfg, env = self.run.rollout, self.engine.eval, self.run.env
-        env_id, env_config = (BLANK_ENV_ID, {"env": env.id, "config": env.config}) if blank else (env.id, env.config)
-        settings = rollout.model_copy(update={"batch_size": eval_cfg.batch_size})
-        sampling = SamplingParams(**{**rollout.sampling.model_dump(), "temperature": temperature}, n=1,
-                                  seed=self.run.seed)
-        backend = PolicyBackend(policy)
-        backend.keep_images = False  # evaluation trains nothing: hold no tensors
+        """One held-out evaluation, the trainer's own (:class:`HeldOutEval`)."""
+        env = self.run.env
         started = time.perf_counter()
-        with RolloutEngine(backend, settings, seed=self.run.seed) as engine:
-            specs = episode_specs(env_id, eval_cfg.seeds.seeds(), 1, env_config)
-            result = evaluate(engine, specs, sampling, label, seed=self.run.seed)
+        with HeldOutEval(PolicyBackend(policy), self.run) as held_out:
+            if blank:
+                result = held_out(label, temperature, BLANK_ENV_ID, {"env": env.id, "config": env.config})
+            else:
+                result = held_out(label, temperature)
         self.console.print(f"  {label}: success {result.success} ({time.perf_counter() - started:.0f} s)")
         return result.success
 

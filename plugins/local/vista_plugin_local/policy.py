@@ -22,6 +22,7 @@ from vista_plugin_local.chat_tokens import ChatEncoder, EpisodeTokens
 from vista_plugin_local.config import LoraSection
 from vista_plugin_local.families import family_for
 from vista_plugin_local.image_input import ImageInput
+from vista_plugin_local.logprob_recorder import LogprobRecorder
 from vista_plugin_local.shared_vision import VisionFeatures, supports_precomputed
 from vista_rl import ConfigError
 
@@ -70,14 +71,27 @@ def autocast_dtype(precision: str, device: torch.device) -> torch.dtype | None:
     return torch.bfloat16 if precision == "bf16" else torch.float16
 
 
-def load_pretrained(path: str) -> tuple[Any, Any]:
-    """Model and processor from a directory, with errors that say what to do."""
+#: The one advice for a model path that is not a model.
+MODEL_ADVICE = ("point model.path to a saved transformers model (a checkpoint's models/<name> works too), "
+                "or create a tiny one with `vista model init-tiny OUT_DIR`")
+
+
+def check_model_dir(path: str | None) -> Path:
+    """``model.path`` as a directory that holds a saved transformers model, or a ConfigError that
+    says what is wrong and what to do (the one check, for validation and for loading)."""
+    if not path:
+        raise ConfigError(f"model.path: the local engine needs a model directory; {MODEL_ADVICE}")
     directory = Path(path)
     if not directory.is_dir():
-        raise ConfigError(f"model.path: {path} is not a directory; create a tiny model with "
-                          "`python -m vista_rl_sdk.tiny_models OUT_DIR` or point to a saved checkpoint")
-    if not (directory / "config.json").exists():
-        raise ConfigError(f"model.path: {path} has no config.json (not a saved transformers model)")
+        raise ConfigError(f"model.path: {path} is not a directory; {MODEL_ADVICE}")
+    if not (directory / "config.json").is_file():
+        raise ConfigError(f"model.path: {path} has no config.json (not a saved transformers model); {MODEL_ADVICE}")
+    return directory
+
+
+def load_pretrained(path: str | None) -> tuple[Any, Any]:
+    """Model (fp32) and processor from a model directory (:func:`check_model_dir`)."""
+    directory = check_model_dir(path)
     from transformers import AutoModelForImageTextToText, AutoProcessor
 
     processor = AutoProcessor.from_pretrained(directory)
@@ -180,12 +194,6 @@ class Policy:
 
     # -------------------------------------------------------------- generation
     @torch.no_grad()
-    def generate(self, prefixes: Sequence[EpisodeTokens], max_new_tokens: int, temperature: float,
-                 top_p: float = 1.0) -> list[list[int]]:
-        """Sample one continuation per prefix; each ends with ``<|im_end|>`` unless cut at the limit."""
-        return [ids for ids, _ in self.sample(prefixes, max_new_tokens, temperature, top_p, logprobs=False)]
-
-    @torch.no_grad()
     def sample(self, prefixes: Sequence[EpisodeTokens], max_new_tokens: int, temperature: float,
                top_p: float = 1.0, *, logprobs: bool = True) -> list[tuple[list[int], list[float] | None]]:
         """Sampled ids per prefix and, with ``logprobs``, each id's log-probability under the
@@ -194,7 +202,7 @@ class Policy:
         self.model.eval()
         batch = self._model_inputs(self.collate(prefixes, left_pad=True))
         self._reset_rope_cache(self.model)
-        recorder = _LogprobRecorder(temperature if temperature > 0 else 1.0) if logprobs else None
+        recorder = LogprobRecorder(temperature if temperature > 0 else 1.0) if logprobs else None
         kwargs: dict[str, Any] = {"max_new_tokens": max_new_tokens, "eos_token_id": self.encoder.im_end_id,
                                   "pad_token_id": self.encoder.pad_id,
                                   "suppress_tokens": self.encoder.forbidden_ids}
@@ -276,40 +284,6 @@ class Policy:
         model = copy.deepcopy(self.model).merge_and_unload() if self.lora else self.model
         model.save_pretrained(directory)
         self.processor.save_pretrained(directory)
-
-
-class _LogprobRecorder:
-    """A logits processor that keeps the log-probabilities of the sampled tokens.
-
-    Custom processors run after the built-in ones (token suppression) and before the sampling
-    warpers, so it sees the logits :meth:`Policy.score` scores; only one step's distribution is
-    held at a time (a vocabulary-sized row per sequence, not one per generated token)."""
-
-    def __init__(self, temperature: float) -> None:
-        self.temperature = temperature
-        self.previous: torch.Tensor | None = None
-        self.picked: list[torch.Tensor] = []
-
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        self._take(input_ids[:, -1])
-        self.previous = torch.log_softmax(scores.float() / self.temperature, dim=-1)
-        return scores
-
-    def _take(self, tokens: torch.Tensor) -> None:
-        if self.previous is not None:
-            self.picked.append(self.previous.gather(-1, tokens.unsqueeze(-1)).squeeze(-1))
-            self.previous = None
-
-    def finish(self, new: torch.Tensor) -> torch.Tensor:
-        """Log-probs aligned with the generated ids ``new`` (batch x steps)."""
-        if new.shape[1] > len(self.picked):
-            self._take(new[:, len(self.picked)])
-        if not self.picked:
-            return torch.zeros(new.shape, dtype=torch.float32)
-        values = torch.stack(self.picked, dim=1).float().cpu()
-        if values.shape[1] < new.shape[1]:
-            values = torch.nn.functional.pad(values, (0, new.shape[1] - values.shape[1]))
-        return values[:, :new.shape[1]]
 
 
 def micro_batches(items: Sequence[Any], size: int) -> Iterator[list[Any]]:

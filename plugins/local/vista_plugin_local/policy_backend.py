@@ -6,18 +6,23 @@ other backend.  What training needs beyond a plain backend, this one adds:
 
 - the exact sampled ids and their log-probs in each :class:`~vista_rl.model.Generation`, and the
   full prompt ids, so the engine's token view (``Trajectory.token_view``) holds the sampled tokens;
-- the processor tensors of every image it encoded, by image hash (the token view's
-  ``image_refs``), so the update scores the very pixel values the rollout saw;
-- prompts rendered message by message with the sampled ids of earlier assistant turns, so turn k+1's
-  prompt extends turn k's prompt plus its sampled ids token for token ("exact" alignment).
+- the processor tensors of every image of the prompt (``Generation.encoded_images``), which the
+  token view keeps (``TokenView.image_inputs``), so the update scores the very pixel values the
+  rollout saw, carried by the data itself (no cache for the trainer to empty);
+- prompts rendered by :meth:`ChatEncoder.render` (the walk ``vista serve`` and SFT use too), with
+  the sampled ids of earlier assistant turns, so turn k+1's prompt extends turn k's prompt plus its
+  sampled ids token for token ("exact" alignment).
 
-Encoded messages are cached by identity for as long as the rollout engine keeps passing them (it
+Encoded messages are kept by identity for as long as the rollout engine keeps passing them (it
 reuses the same ``Message`` objects turn after turn), so each image goes through the processor once
-per episode, not once per turn.
+per episode, not once per turn; the G samples of a seed find each other's tensors by image hash in
+a weak table, which forgets them when no trajectory holds them any more.
 """
 
 from __future__ import annotations
 
+import weakref
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -25,6 +30,9 @@ from vista_plugin_local.chat_tokens import EpisodeTokens, ImageInput
 from vista_plugin_local.policy import Policy
 from vista_rl import Chat, Generation, Message, ModelBackend, SamplingParams, escape_placeholders
 from vista_rl.store import image_hash
+
+#: Text-only messages remembered (system prompts, most feedback), most recent first out.
+TEXT_CACHE_SIZE = 4096
 
 
 @dataclass
@@ -49,13 +57,14 @@ class PolicyBackend(ModelBackend):
         self.encoder = policy.encoder
         #: End-of-turn ids for the token view builder (``vista_rl.rollout.token_view``).
         self.stop_token_ids = [self.encoder.im_end_id]
-        #: Record processor tensors by image hash (training); off for evaluation-only use.
+        #: Hand each generation its prompt's image tensors (training); off for evaluation-only use.
         self.keep_images = keep_images
-        self.images: dict[str, ImageInput] = {}
+        #: Image tensors by image hash while anything still holds them (a weak table).
+        self._vision: weakref.WeakValueDictionary[str, ImageInput] = weakref.WeakValueDictionary()
         self._segments: dict[int, _Segment] = {}
         self._replies: dict[int, _Reply] = {}
         #: Text-only messages (system prompts, most feedback) by (role, content): many episodes share them.
-        self._texts: dict[tuple[str, str], list[int]] = {}
+        self._texts: OrderedDict[tuple[str, str], list[int]] = OrderedDict()
 
     # ------------------------------------------------------------------ backend
     def generate(self, chats: Sequence[Chat], params: SamplingParams) -> list[list[Generation]]:
@@ -88,45 +97,24 @@ class PolicyBackend(ModelBackend):
                 text = self.encoder.decode(ids)
                 finish = "stop" if ids and ids[-1] == self.encoder.im_end_id else "length"
                 samples.append(Generation(text=text, token_ids=ids, logprobs=logprobs,
-                                          prompt_token_ids=list(prefix.input_ids), finish_reason=finish))
+                                          prompt_token_ids=list(prefix.input_ids), finish_reason=finish,
+                                          encoded_images=list(prefix.images) if self.keep_images else None))
                 if len(samples) == 1:
                     last = chats[row][-1]
                     replies[id(last)] = _Reply(last, ids, escape_placeholders(text))
         return outputs  # type: ignore[return-value]
 
-    # ------------------------------------------------------------- training aid
-    def image_inputs(self, refs: Sequence[str]) -> list[ImageInput]:
-        """The processor tensors of images this backend encoded (KeyError names a missing one)."""
-        missing = [ref for ref in refs if ref not in self.images]
-        if missing:
-            raise KeyError(f"{len(missing)} image(s) of the token view were never encoded by the policy backend")
-        return [self.images[ref] for ref in refs]
-
-    def forget_images(self) -> None:
-        """Drop every cached tensor and message (between rollouts: no episode of the last one
-        comes back)."""
-        self.images.clear()
-        self._segments.clear()
-        self._replies.clear()
-        self._texts.clear()
-
     # ---------------------------------------------------------------- rendering
     def _render(self, chat: Chat, segments: dict[int, _Segment], replies: dict[int, _Reply]) -> EpisodeTokens:
-        encoder = self.encoder
-        prefix = EpisodeTokens()
-        for position, message in enumerate(chat):
-            if message.role == "assistant":
-                ids = self._assistant_ids(chat, position, replies)
-                prefix.extend(encoder.assistant_header + ids + encoder.message_end, trainable=False)
-                continue
+        def message_ids(message: Message) -> tuple[list[int], list[ImageInput]]:
             segment = self._segments.get(id(message)) or segments.get(id(message))
             if segment is None or segment.message is not message:
                 segment = self._encode(message)
             segments[id(message)] = segment
-            prefix.extend(segment.ids, trainable=False)
-            prefix.images.extend(segment.images)
-        prefix.extend(encoder.assistant_header, trainable=False)
-        return prefix
+            return segment.ids, segment.images
+
+        return self.encoder.render(chat, message_ids=message_ids,
+                                   reply_ids=lambda position: self._assistant_ids(chat, position, replies))
 
     def _assistant_ids(self, chat: Chat, position: int, replies: dict[int, _Reply]) -> list[int]:
         """The sampled ids of this assistant turn when this backend sampled it, else its text
@@ -150,15 +138,18 @@ class PolicyBackend(ModelBackend):
             ids = self._texts.get(key)
             if ids is None:
                 ids = self._texts[key] = self.encoder.message_segment(message.role, message.content, [])[0]
+                if len(self._texts) > TEXT_CACHE_SIZE:
+                    self._texts.popitem(last=False)
             return _Segment(message, ids, [])
         vision: list[ImageInput] | None = None
         refs: list[str] = []
         if self.keep_images:  # the G samples of a seed share their first image: process it once
             refs = [image_hash(image) for image in images]
-            if all(ref in self.images for ref in refs):
-                vision = [self.images[ref] for ref in refs]
+            known = [self._vision.get(ref) for ref in refs]
+            if all(tensors is not None for tensors in known):
+                vision = [tensors for tensors in known if tensors is not None]
         ids, inputs = self.encoder.message_segment(message.role, message.content, images, vision)
         for ref, tensors in zip(refs, inputs, strict=False):
             tensors.digest = ref  # the update encodes each unique image once (shared_vision)
-            self.images[ref] = tensors
+            self._vision[ref] = tensors
         return _Segment(message, ids, inputs)

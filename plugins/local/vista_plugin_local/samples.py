@@ -1,8 +1,8 @@
 """From rollout trajectories to training samples: the token view plus the processor tensors.
 
 The rollout engine records each episode's :class:`~vista_rl.trajectory.TokenView` (sampled ids,
-assistant-only loss mask, turn ends, per-turn rewards, image refs); the policy backend kept the
-exact pixel tensors of those images.  An episode that failed (env, tool or model error, recorded in
+assistant-only loss mask, turn ends, per-turn rewards, image refs) and, in ``image_inputs``, the
+exact pixel tensors the policy backend sampled from.  An episode that failed (env, tool or model error, recorded in
 ``Trajectory.failure``) or has no usable token view is left out of the update and reported, so one
 broken env costs one sample, never the step.
 """
@@ -58,10 +58,10 @@ def why_untrainable(trajectory: Trajectory, per_turn: bool = False) -> str | Non
 
 def _view_tokens(view: TokenView, backend: PolicyBackend) -> EpisodeTokens:
     """The view's ids with the processor tensors of its images (ValueError if they disagree)."""
-    try:
-        images = backend.image_inputs(view.image_refs)
-    except KeyError as exc:
-        raise ValueError(str(exc)) from None
+    images = list(view.image_inputs)
+    if len(images) != len(view.image_refs):
+        raise ValueError(f"the token view has {len(view.image_refs)} image(s) but the policy backend handed "
+                         f"over the tensors of {len(images)}")
     tokens = EpisodeTokens(list(view.input_ids), list(view.loss_mask), list(view.turn_ends), images)
     expected = sum(backend.encoder.vision_tokens(image) for image in images)
     found = sum(1 for token in tokens.input_ids if token == backend.encoder.image_token_id)

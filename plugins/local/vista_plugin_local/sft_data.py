@@ -11,12 +11,12 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from PIL import Image
 
 from vista_plugin_local.chat_tokens import ChatEncoder, EpisodeTokens
-from vista_rl import Trajectory, VistaError
+from vista_rl import Message, Trajectory, VistaError, escape_placeholders
 
 
 @dataclass
@@ -40,25 +40,41 @@ def _load_image(base: Path, ref: str) -> Image.Image:
     raise FileNotFoundError(f"image {ref!r} not found next to the JSONL or in its images/ folder")
 
 
-TurnPiece = tuple[str, list[Image.Image], str]
+class TurnPiece(NamedTuple):
+    """One turn for SFT: the observation the response answered (with its images and the role of
+    its message: ``"tool"`` for tool results shown in the tool role), and the response."""
+
+    observation: str
+    images: list[Image.Image]
+    response: str
+    role: str = "user"
+
+
+def turns_chat(system: str, turns: Sequence[TurnPiece]) -> list[Message]:
+    """The conversation of ``turns`` as the rollout engine showed it (system, then each observation
+    in its role and the assistant's response)."""
+    chat = [Message("system", system)] if system else []
+    for piece in turns:
+        chat.append(Message(piece.role, piece.observation, list(piece.images)))  # type: ignore[arg-type]
+        chat.append(Message("assistant", escape_placeholders(piece.response)))
+    return chat
 
 
 def tokens_from_turns(system: str, turns: Sequence[TurnPiece], encoder: ChatEncoder,
                       train_from: int = 0) -> EpisodeTokens:
-    """Token view of ``(observation, images, response)`` turns, where each observation is the one
-    the response *answered* (``Turn.observation``'s meaning everywhere: rollouts, experts, the
-    store); the loss covers the responses from index ``train_from`` on (earlier ones are context)."""
-    tokens = EpisodeTokens()
-    for index, (observation, images, response) in enumerate(turns):
-        if index == 0:
-            ids, vision = encoder.prompt_segment(system, observation, images)
-        else:
-            ids, vision = encoder.followup_segment(observation, images)
-        tokens.extend(ids, trainable=False)
-        tokens.images.extend(vision)
-        tokens.extend(encoder.response_ids(response), trainable=index >= train_from)
-        tokens.turn_ends.append(len(tokens) - 1)
-    return tokens
+    """Token view of ``(observation, images, response, role)`` turns, where each observation is the
+    one the response *answered* (``Turn.observation``'s meaning everywhere: rollouts, experts, the
+    store), rendered by the same walk as RL prompts and ``vista serve`` (:meth:`ChatEncoder.render`);
+    the loss covers the responses from index ``train_from`` on (earlier ones are context)."""
+    chat = turns_chat(system, turns)
+    offset = 1 if system else 0  # turn k's response is message 2k + 1 + offset
+
+    def turn_of(index: int) -> int:
+        return (index - 1 - offset) // 2
+
+    return encoder.render(chat, add_generation_prompt=False,
+                          reply_ids=lambda index: encoder.response_ids(turns[turn_of(index)].response),
+                          trainable=lambda index: turn_of(index) >= train_from)
 
 
 def examples_from_turns(system: str, turns: Sequence[TurnPiece], encoder: ChatEncoder,
@@ -76,14 +92,13 @@ def examples_from_turns(system: str, turns: Sequence[TurnPiece], encoder: ChatEn
 
 
 def trajectory_pieces(trajectory: Trajectory) -> list[TurnPiece]:
-    """``(observation, images, response)`` of each turn of an in-memory trajectory (rollout or
-    expert), images from ``Turn.images``."""
+    """Each turn of an in-memory trajectory (rollout or expert), images from ``Turn.images``."""
     if not trajectory.turns:
         raise ValueError("no turns")
     turns = []
     for index, turn in enumerate(trajectory.turns):
         images = list(turn.images) if turn.images or index else list(trajectory.initial_images)
-        turns.append((turn.observation, images, turn.response))
+        turns.append(TurnPiece(turn.observation, images, turn.response, turn.observation_role))
     return turns
 
 
@@ -93,12 +108,12 @@ def tokens_from_trajectory(trajectory: Trajectory, encoder: ChatEncoder) -> Epis
 
 
 def record_pieces(record: dict[str, Any], base: Path) -> list[TurnPiece]:
-    """``(observation, images, response)`` of each turn of one stored trajectory
-    (``Trajectory.to_dict`` form)."""
+    """Each turn of one stored trajectory (``Trajectory.to_dict`` form; rows written before
+    ``observation_role`` existed read as ``"user"``)."""
     turns = record.get("turns")
     if not isinstance(turns, list) or not turns:
         raise ValueError("no turns")
-    pieces: list[tuple[str, list[Image.Image], str]] = []
+    pieces: list[TurnPiece] = []
     for index, turn in enumerate(turns):
         if not isinstance(turn, dict) or not isinstance(turn.get("response"), str):
             raise ValueError(f"turn {index} has no response text")
@@ -108,7 +123,10 @@ def record_pieces(record: dict[str, Any], base: Path) -> list[TurnPiece]:
         refs = turn.get("image_refs") or []
         if index == 0 and not refs:
             refs = record.get("initial_image_refs") or []
-        pieces.append((observation, [_load_image(base, str(ref)) for ref in refs], turn["response"]))
+        role = turn.get("observation_role", "user")
+        if role not in ("user", "tool"):
+            raise ValueError(f"turn {index} has observation_role {role!r} (user or tool)")
+        pieces.append(TurnPiece(observation, [_load_image(base, str(ref)) for ref in refs], turn["response"], role))
     return pieces
 
 

@@ -1,8 +1,16 @@
 """Rendering vista chats into a Hugging Face processor's model inputs.
 
 One public path from ``vista_rl.observation.Message`` lists to ``input_ids`` + ``pixel_values``, shared
-by the transformers backend, the vLLM backend (which needs the same prompt text, so greedy outputs
-match token for token) and training engines (which must score exactly the tokens the policy saw).
+by the transformers backend (and so ``vista serve``) and the vLLM backend (which needs the same
+prompt text, so greedy outputs match token for token).
+
+The layout is the training engines' own: when an installed plugin registers a
+:class:`~vista_rl.model_family.ModelFamily` for the processor (the local engine registers Qwen2-VL,
+Qwen2.5-VL and InternVL), the text is :func:`vista_rl.chat_render.chat_text`, the walk the local
+engine's RL prompts and SFT data are tokenized by, so a served model reads the ids it was trained
+on (no default system prompt; tool results in the family's tool role).  Each image is written as
+the processor's chat template writes one image part, and the processor expands it as usual.  A
+model no plugin has a family for is rendered by its own chat template.
 
 Images follow the ``<image>`` placeholder convention of :class:`vista_rl.Observation`: each placeholder
 becomes an ``{"type": "image"}`` content part where it stands, and the images are collected in the
@@ -17,6 +25,7 @@ from typing import Any
 from PIL import Image
 
 from vista_rl import Chat, Message, Observation
+from vista_rl.chat_render import chat_text, registered_family
 
 
 def chat_to_hf_messages(chat: Sequence[Message]) -> list[dict[str, Any]]:
@@ -58,14 +67,46 @@ def chat_images(chat: Sequence[Message]) -> list[Image.Image]:
     return [as_rgb(image) for message in chat for image in message.images]
 
 
-def render_chat_text(processor: Any, chat: Sequence[Message], add_generation_prompt: bool = True) -> str:
-    """The prompt string the model sees (chat template applied, image placeholders expanded later by
-    the processor).  Uses the processor's template, or its tokenizer's when the processor has none."""
-    messages = chat_to_hf_messages(chat)
+def _template_owner(processor: Any) -> Any:
     owner = processor if getattr(processor, "chat_template", None) else getattr(processor, "tokenizer", processor)
     if not getattr(owner, "chat_template", None):
         raise ValueError("the processor and its tokenizer have no chat_template; set one to render chats")
-    text = owner.apply_chat_template(messages, tokenize=False, add_generation_prompt=add_generation_prompt)
+    return owner
+
+
+_IMAGE_TEXT = "_vista_image_text"
+
+
+def template_image_text(processor: Any) -> str | None:
+    """What the processor's chat template writes for one image part (Qwen-VL:
+    ``<|vision_start|><|image_pad|><|vision_end|>``), the text its processor expands into the
+    image's tokens; ``None`` when the template shows none.  Found once per processor by rendering
+    an image part between two marker texts and keeping what lies between them."""
+    if hasattr(processor, _IMAGE_TEXT):
+        found: str | None = getattr(processor, _IMAGE_TEXT)
+        return found
+    before, after = "[[vista-before-image]]", "[[vista-after-image]]"
+    content = [{"type": "text", "text": before}, {"type": "image"}, {"type": "text", "text": after}]
+    text = str(_template_owner(processor).apply_chat_template([{"role": "user", "content": content}], tokenize=False))
+    start, end = text.find(before), text.find(after)
+    found = (text[start + len(before):end] or None) if 0 <= start < end else None
+    setattr(processor, _IMAGE_TEXT, found)
+    return found
+
+
+def render_chat_text(processor: Any, chat: Sequence[Message], add_generation_prompt: bool = True) -> str:
+    """The prompt string the model sees (image placeholders expanded later by the processor): the
+    registered family's layout when there is one (see the module docstring), else the chat template
+    of the processor (or of its tokenizer when the processor has none)."""
+    family = registered_family(processor=processor)
+    if family is not None:
+        has_images = any(message.images for message in chat)
+        image_text = template_image_text(processor) if has_images else None
+        if image_text is not None or not has_images:
+            return chat_text(family, chat, add_generation_prompt=add_generation_prompt, image_text=image_text)
+    owner = _template_owner(processor)
+    text = owner.apply_chat_template(chat_to_hf_messages(chat), tokenize=False,
+                                     add_generation_prompt=add_generation_prompt)
     return str(text)
 
 

@@ -1,0 +1,154 @@
+"""One RL step: rollout -> score -> advantages -> update, with the step's metrics.
+
+The rollout goes through the core ``RolloutEngine`` (the path ``vista eval`` takes); the episodes
+that failed (env, tool or model error) are written to ``failures.jsonl`` and left out of the update,
+and the step goes on.  The step's seeds and the update's mini-batch order are functions of the run
+seed and the step number, so a resumed run repeats them.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from rich.console import Console
+
+from vista_plugin_local.advantages import (
+    build_advantage_batch,
+    compute_advantages,
+    make_estimator,
+    per_turn_advantages,
+)
+from vista_plugin_local.metrics import append_jsonl
+from vista_plugin_local.optim import Optimization
+from vista_plugin_local.policy import Policy
+from vista_plugin_local.policy_backend import PolicyBackend
+from vista_plugin_local.ppo_update import PolicyUpdate, old_logprobs_are_update_logprobs, score_episodes
+from vista_plugin_local.samples import SampleBatch, TrainSample, training_samples
+from vista_rl import SamplingParams, Trajectory
+from vista_rl.config import RunConfig
+from vista_rl.rollout import RolloutEngine, episode_specs
+
+#: Episodes left out of an update (env/tool/model failure), one JSON line each with the reason.
+FAILURES_FILE = "failures.jsonl"
+
+
+@dataclass
+class StepResult:
+    """What one step produced: its metrics (one ``metrics.jsonl`` line) and its training batch."""
+
+    metrics: dict[str, Any]
+    batch: SampleBatch
+
+
+def step_seeds(run: RunConfig, step: int) -> list[int]:
+    """The training seeds of RL step ``step`` (0-based): a sample seeded by (run seed, step)."""
+    rng = random.Random(run.seed * 7_919 + step)
+    return rng.sample(run.trainer.train_seeds.seeds(), run.trainer.seeds_per_step)
+
+
+class RLStep:
+    """Runs RL steps of one policy with one optimizer; :meth:`__call__` is one step."""
+
+    def __init__(self, run: RunConfig, policy: Policy, backend: PolicyBackend, rollout: RolloutEngine,
+                 optimization: Optimization, *, value_coef: float, run_dir: Path, console: Console) -> None:
+        self.run = run
+        self.policy = policy
+        self.backend = backend
+        self.rollout = rollout
+        self.optimization = optimization
+        self.run_dir = run_dir
+        self.console = console
+        self.per_turn = run.rollout.per_turn_sequences
+        algorithm = run.algorithm
+        self.estimator = make_estimator(algorithm.estimator, algorithm.estimator_params)
+        self.update = PolicyUpdate(policy, optimization, algorithm, value_coef=value_coef,
+                                   micro_batch_size=run.trainer.micro_batch_size,
+                                   max_grad_norm=run.trainer.max_grad_norm)
+
+    def __call__(self, step: int, global_step: int) -> StepResult:
+        """RL step ``step`` (0-based) of the run; ``global_step`` (0-based) counts SFT steps too."""
+        rollout, temperature = self.run.rollout, self.run.rollout.sampling.temperature
+        started = time.perf_counter()
+        self.rollout.sampling = SamplingParams(**rollout.sampling.model_dump(), n=1, seed=self.run.seed + step)
+        specs = episode_specs(self.run.env.id, step_seeds(self.run, step), rollout.group_size, self.run.env.config)
+        trajectories = self.rollout.run(specs)
+        batch = training_samples(trajectories, self.backend, self.per_turn)
+        t_rollout = time.perf_counter() - started
+        self._record_dropped(batch.dropped, step + 1)
+        episodes = batch.samples
+        generated = sum(int(t.metadata.get("generated_tokens", 0)) for t in trajectories)
+        metrics = rollout_metrics(trajectories, episodes)
+        metrics = {"stage": "rl", "step": step + 1, "global_step": global_step + 1, **metrics,
+                   "lr": self.optimization.lr}
+        if not episodes:
+            self.console.print(f"[yellow]RL step {step + 1}: every episode failed; no update (see "
+                               f"{FAILURES_FILE})[/yellow]")
+            metrics.update(time_rollout_s=t_rollout, time_logprob_s=0.0, time_update_s=0.0, time_step_s=t_rollout,
+                           gen_tokens_per_s=generated / max(t_rollout, 1e-9), tokens_per_s=0.0,
+                           optimizer_steps=0, nan_skipped=False)
+            return StepResult(metrics, batch)
+
+        started = time.perf_counter()
+        reuse = old_logprobs_are_update_logprobs(self.run.algorithm, self.policy)
+        old = {} if reuse else score_episodes(self.policy, episodes, temperature,
+                                              reference=self.run.algorithm.kl_coef > 0,
+                                              micro_batch_size=self.run.trainer.micro_batch_size)
+        t_logprob = time.perf_counter() - started
+
+        started = time.perf_counter()
+        advantages, returns = self._advantages(episodes, old)
+        update = self.update(episodes, old, advantages, returns, temperature, shuffle_seed=self.run.seed * 31 + step)
+        t_update = time.perf_counter() - started
+
+        trained_tokens = sum(len(episode.tokens) for episode in episodes)
+        total_time = t_rollout + t_logprob + t_update
+        metrics.update({
+            "response_tokens_mean": float(np.mean([episode.response_tokens for episode in episodes])),
+            "sequence_tokens_mean": float(np.mean([len(episode.tokens) for episode in episodes])),
+            "time_rollout_s": t_rollout, "time_logprob_s": t_logprob, "time_update_s": t_update,
+            "time_step_s": total_time,
+            "gen_tokens_per_s": generated / max(t_rollout, 1e-9),
+            "tokens_per_s": (trained_tokens + generated) / max(total_time, 1e-9),
+        })
+        metrics.update(update)
+        return StepResult(metrics, batch)
+
+    def _advantages(self, episodes: list[TrainSample],
+                    old: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        width = max(len(episode.tokens) for episode in episodes)
+        if self.per_turn:
+            advantages = per_turn_advantages(self.estimator, episodes, width)
+            return advantages, torch.zeros_like(advantages)
+        output = compute_advantages(self.estimator, build_advantage_batch(episodes, width, old.get("values")))
+        return output.advantages, output.returns
+
+    def _record_dropped(self, dropped: list[tuple[Trajectory, str]], step: int) -> None:
+        """Failed episodes are part of the record, not a reason to stop: one line each."""
+        for trajectory, reason in dropped:
+            append_jsonl(self.run_dir / FAILURES_FILE, {
+                "stage": "rl", "step": step, "env_id": trajectory.env_id, "seed": trajectory.seed,
+                "sample_index": trajectory.sample_index, "reason": reason,
+                "stop_reason": trajectory.metadata.get("stop_reason"), "turns": trajectory.num_turns})
+        if dropped:
+            self.console.print(f"[yellow]RL step {step}: {len(dropped)} episode(s) left out of "
+                               f"the update ({dropped[0][1]}; all in {FAILURES_FILE})[/yellow]")
+
+
+def rollout_metrics(trajectories: list[Trajectory], episodes: list[TrainSample]) -> dict[str, Any]:
+    """What the rollout did: reward, success, turns, tool calls, errors and what went to training."""
+    rewards = [trajectory.total_reward for trajectory in trajectories]
+    return {
+        "reward_mean": float(np.mean(rewards)), "reward_std": float(np.std(rewards)),
+        "success_rate": float(np.mean([trajectory.success for trajectory in trajectories])),
+        "turns_mean": float(np.mean([trajectory.num_turns for trajectory in trajectories])),
+        "tool_calls_mean": float(np.mean([int(t.metadata.get("tool_calls", 0)) for t in trajectories])),
+        "env_errors": sum(1 for trajectory in trajectories if trajectory.failure),
+        "trained_episodes": len({id(episode.trajectory) for episode in episodes}),
+        "trained_sequences": len(episodes),
+    }

@@ -1,0 +1,77 @@
+"""The SFT stage's pieces: its examples (oracle rollouts or a recorded JSONL), the batch order that
+makes the data position just the step number, and one supervised update.
+
+The loop that runs them (logging, checkpoints, evaluation) is the trainer's; these functions hold
+no run state, so a resumed run rebuilds exactly the batches it would have seen.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+from rich.console import Console
+
+import vista_rl
+from vista_plugin_local.chat_tokens import ChatEncoder, EpisodeTokens
+from vista_plugin_local.optim import Optimization
+from vista_plugin_local.policy import Policy, micro_batches
+from vista_plugin_local.sft_data import examples_from_turns, load_jsonl, trajectory_pieces
+from vista_rl import VistaError
+from vista_rl.config import RunConfig
+from vista_rl.rollout import RolloutEngine, episode_specs
+
+
+def sft_examples(run: RunConfig, encoder: ChatEncoder, per_turn: bool, console: Console) -> list[EpisodeTokens]:
+    """The SFT data: ``sft.path``'s recorded trajectories, or the env oracle's successful episodes on
+    ``sft.seeds`` played through the core rollout engine (so SFT sees the prompts RL sees)."""
+    sft, rollout = run.sft, run.rollout
+    if sft.source == "jsonl":
+        assert sft.path is not None
+        examples, report = load_jsonl(Path(sft.path), encoder, per_turn, rollout.window_size)
+        console.print(f"SFT data {sft.path}: {report.summary()}")
+        return examples
+    oracle = vista_rl.make_model("scripted", path="oracle")
+    with RolloutEngine(oracle, rollout, seed=run.seed) as engine:
+        trajectories = engine.run(episode_specs(run.env.id, sft.seeds.seeds(), 1, run.env.config))
+    succeeded = [trajectory for trajectory in trajectories if trajectory.success and not trajectory.failure]
+    failed = sum(1 for trajectory in trajectories if trajectory.failure)
+    if not succeeded:
+        raise VistaError(f"the oracle of {run.env.id} solved none of the SFT seeds; "
+                         "check the env's oracle_response()")
+    examples = [example for trajectory in succeeded
+                for example in examples_from_turns(trajectory.system_prompt, trajectory_pieces(trajectory),
+                                                   encoder, per_turn, rollout.window_size)]
+    console.print(f"SFT data: {len(succeeded)} oracle trajectories that succeeded "
+                  f"(of {len(trajectories)} seeds" + (f"; {failed} failed with errors" if failed else "")
+                  + (f"), {len(examples)} per-turn examples" if per_turn else ")"))
+    return examples
+
+
+def batch_indices(seed: int, count: int, batch_size: int, step: int) -> list[int]:
+    """The example indices of SFT step ``step``: epochs are permutations seeded by (run seed, epoch),
+    so the data position is the step number alone."""
+    per_epoch = -(-count // batch_size)
+    epoch, index = divmod(step, per_epoch)
+    generator = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+    order = torch.randperm(count, generator=generator).tolist()
+    return order[index * batch_size:(index + 1) * batch_size]
+
+
+def sft_update(policy: Policy, optimization: Optimization, batch: list[EpisodeTokens], micro_batch_size: int,
+               max_grad_norm: float | None) -> dict[str, Any]:
+    """One optimizer step of token-mean negative log-likelihood on the batch's trainable tokens
+    (skipped, with ``nan_skipped``, when the loss or gradient is not finite)."""
+    policy.train(True)
+    optimization.zero_grad()
+    total_tokens = float(sum(sum(example.loss_mask) for example in batch))
+    loss_sum = 0.0
+    for chunk in micro_batches(batch, micro_batch_size):
+        tensors = policy.collate(chunk, left_pad=False)
+        scores = policy.score(tensors)
+        loss = -(scores.logprobs * tensors["loss_mask"]).sum() / max(total_tokens, 1.0)
+        loss.backward()
+        loss_sum += float(loss.detach())
+    grad_norm, finite = optimization.step(max_grad_norm, loss_sum)
+    return {"loss": loss_sum, "grad_norm": grad_norm, "tokens": total_tokens, "nan_skipped": not finite}
