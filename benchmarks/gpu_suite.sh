@@ -66,7 +66,7 @@ for dir in "$REPO"/plugins/*/ "$REPO"/contrib/*/; do
 done
 export PYTHONPATH="$SITE:$PKG_PATH:$REPO/benchmarks${PYTHONPATH:+:$PYTHONPATH}"
 export TOKENIZERS_PARALLELISM=false PYTHONWARNINGS=ignore HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-export VISTA_BENCH_MODELS="$OUT/models"  # train.py and rollout.py share the random model of --shape
+export VISTA_BENCH_MODELS=${VISTA_BENCH_MODELS:-/tmp/vista-bench-models}  # shared by train.py and rollout.py; not under $OUT (1.4 GB)
 "$PY" - "$SITE" "$REPO" <<'PY'
 """A dist-info per repository distribution (name, version, entry points), so importlib.metadata
 finds the plugins' entry points as it would after pip install."""
