@@ -17,7 +17,7 @@ from typing import Any
 #: Qwen2.5-0.5B's text stack (896 hidden, 4864 intermediate, 24 layers, 14 heads, 2 KV heads: head
 #: dim 64, so M-RoPE sections of 8+12+12 = 32 rotary pairs) with the tiny vision tower projecting to
 #: 896.  The vocabulary is the offline tokenizer's (1,024 tokens), so the parameter count is the
-#: transformer's, ~358 M.
+#: transformer's, ~359 M.
 SHAPES: dict[str, tuple[dict[str, Any] | None, dict[str, Any] | None]] = {
     "tiny": (None, None),
     "qwen2.5-0.5b": (
@@ -30,11 +30,20 @@ SHAPES: dict[str, tuple[dict[str, Any] | None, dict[str, Any] | None]] = {
 
 
 def make_model(shape: str, out_dir: Path, seed: int = 0) -> Path:
-    """Write the random model of ``shape`` to ``out_dir`` and return it."""
+    """Write the random model of ``shape`` to ``out_dir`` and return it.
+
+    With ``VISTA_BENCH_MODELS=DIR`` the model is kept in ``DIR/<shape>-seed<seed>`` and reused by the
+    next script (the 0.5B shape takes a while to initialise and save; the GPU suite sets it)."""
+    import os
+
     from vista_rl_sdk.tiny_models import init_tiny_model
 
     if shape not in SHAPES:
         raise SystemExit(f"unknown --shape {shape!r}; choose one of {', '.join(SHAPES)}")
+    if os.environ.get("VISTA_BENCH_MODELS"):
+        out_dir = Path(os.environ["VISTA_BENCH_MODELS"]) / f"{shape}-seed{seed}"
+        if (out_dir / "vista_tiny_model.json").exists():
+            return out_dir
     text, vision = SHAPES[shape]
     return init_tiny_model(out_dir, seed=seed, text=text, vision=vision)
 

@@ -11,12 +11,17 @@
 # Exits non-zero unless RL beats SFT and the blind baseline beyond both CIs and blanking the images
 # costs RL at least 0.2 success.
 # `bash scripts/demo.sh --tools` runs the tool-use main job instead (scripts/demo_tools.sh).
+# `bash scripts/demo.sh --grounded` runs the grounded-reasoning job (scripts/demo_grounded.sh).
 # `bash scripts/demo.sh --compare` also trains examples/frozenlake_bilevel_ppo.yaml (PPO, bi-level GAE).
 # Other arguments go to `vista train` (e.g. --set trainer.steps=10).
 # Each call makes new run directories (nothing earlier is overwritten); the output also goes to
 # RUN_DIR/demo.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [[ "${1:-}" == "--grounded" ]]; then
+  shift
+  exec bash scripts/demo_grounded.sh "$@"
+fi
 if [[ "${1:-}" == "--tools" ]]; then
   shift
   exec bash scripts/demo_tools.sh "$@"

@@ -42,6 +42,7 @@ from vista_plugin_visual_search.small import (
     BACKGROUND,
     DOT_COLOURS,
     FRAME,
+    SmallZoomConfig,
     complement,
     marker_centres,
     marker_mask,
@@ -73,17 +74,12 @@ class SpotConfig(GroundedConfig):
     @field_validator("marker")
     @classmethod
     def _even(cls, value: int) -> int:
-        if value % 2:
-            raise ValueError("marker must be even (its centre sits on a view-pixel corner)")
-        return value
+        return int(SmallZoomConfig._even(value))  # the same marker geometry as zoom-small-v0
 
     @field_validator("colours")
     @classmethod
     def _known_colours(cls, value: list[str]) -> list[str]:
-        unknown = [name for name in value if name not in DOT_COLOURS]
-        if unknown or len(set(value)) != len(value):
-            raise ValueError(f"colours must be distinct names from {sorted(DOT_COLOURS)}")
-        return value
+        return list(SmallZoomConfig._known_colours(value))
 
 
 @dataclass

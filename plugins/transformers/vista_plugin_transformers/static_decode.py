@@ -134,7 +134,7 @@ class StaticDecoder:
         config["max_cache_len"] = bucket_length(prompt + max_new_tokens, self.length_bucket)
         if self.compile is False:
             config["disable_compile"] = True
-        else:
+        elif self.compile or str(device).startswith("cuda"):  # None: transformers compiles on CUDA only
             compile_config = CompileConfig(fullgraph=False, dynamic=False)
             if self.compile:
                 compile_config._compile_all_devices = True  # type: ignore[assignment]  # compile on any device

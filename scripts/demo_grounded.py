@@ -1,0 +1,122 @@
+"""The grounded-reasoning job's evaluation harness and verdict (``bash scripts/demo_grounded.sh`` runs
+it after ``vista train examples/grounded_zoom.yaml``).
+
+Why a second pass after training: the trainer scores SFT and RL greedy with the zoom.  What shows
+that the agent's grounded zoom matters is the same RL model with the zoom *disabled*:
+``search_coordinate`` with ``disabled: true`` (through ``rollout.tools``) refuses every call with a
+text and no image, while the env, its prompt and the model's (x, y) stay as they were.  The blind row
+is the best constant answer (chosen on training seeds), the best any policy without the zoom can do
+in expectation on this task.  Each eval runs through ``vista eval``'s path (``run_eval``), so each
+has a ``trajectories.html`` with the zoomed crops.
+
+Verdict: RL (greedy) must beat SFT, the zoom-disabled RL model and the best constant answer beyond
+both 95% CIs; the exit status is 1 otherwise.
+
+    python scripts/demo_grounded.py RUN_DIR [--sampled/--no-sampled] [--start EPOCH_SECONDS]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+from demo_tools import Row, eval_config, evaluate  # scripts/ is sys.path[0]: the tool job's harness
+from rich.console import Console
+from vista_plugin_local.config import validate_engine_config
+
+from vista_rl.baselines import bare_action, best_blind_baseline
+from vista_rl.config import RunConfig, validate_config
+
+ZOOM = "search_coordinate"
+
+
+def zoom_disabled(config: RunConfig) -> RunConfig:
+    """The same eval with the zoom tool made to refuse (``disabled: true``), its other settings kept."""
+    data = config.model_dump()
+    tools: dict[str, Any] = data["rollout"].setdefault("tools", {})
+    entry = tools.get(ZOOM) or {"use": None, "config": {}}
+    tools[ZOOM] = {**entry, "config": {**(entry.get("config") or {}), "disabled": True}}
+    return validate_config(RunConfig, data, "zoom-disabled eval config")
+
+
+def verdict(rows: dict[str, Row]) -> tuple[dict[str, bool], bool]:
+    """Whether RL's lower CI bound is above each rival's upper one (a missing row never passes)."""
+    rl = rows.get("rl")
+    rivals = {"SFT": rows.get("sft"), "the zoom-disabled RL model": rows.get("rl_off"),
+              "the best constant answer": rows.get("blind")}
+    beats = {name: rl is not None and row is not None and rl.success["ci95_low"] > row.success["ci95_high"]
+             for name, row in rivals.items()}
+    return beats, all(beats.values())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--sampled", action=argparse.BooleanOptionalAction, default=True,
+                        help="also score SFT and RL sampled (temperature 1), RL with and without the zoom")
+    parser.add_argument("--start", type=float, default=None, help="job start (epoch s) for the wall time line")
+    args = parser.parse_args(argv)
+    console = Console()
+    run_dir: Path = args.run_dir
+    run = validate_config(RunConfig, yaml.safe_load((run_dir / "config.yaml").read_text()), "run config")
+    engine = validate_engine_config(run)
+    evals = json.loads((run_dir / "results.json").read_text())["evals"]
+    models, out = run_dir / "models", run_dir / "demo_evals"
+    suffix = " (greedy)" if engine.eval.temperature == 0 else ""
+
+    def score(label: str, name: str, model: str, temperature: float, disabled: bool = False) -> Row:
+        config = eval_config(run, out / name, backend="transformers", path=str(models / model), tools=True,
+                             temperature=temperature)
+        return evaluate(console, label, zoom_disabled(config) if disabled else config)
+
+    rows: dict[str, Row] = {}
+    for key, label in (("untrained", "untrained, zoom"), ("sft", "SFT, zoom"), ("rl", "RL, zoom")):
+        if key in evals:
+            rows[key] = Row(label + suffix, evals[key]["success"], where=str(run_dir))
+    rows["rl_off"] = score("RL, zoom disabled (greedy)", "rl-zoom-disabled-greedy", "final", 0.0, disabled=True)
+    if args.sampled:
+        if (models / "sft").is_dir():
+            rows["sft_sampled"] = score("SFT, zoom (sampled)", "sft-sampled", "sft", 1.0)
+        rows["rl_sampled"] = score("RL, zoom (sampled)", "rl-sampled", "final", 1.0)
+        rows["rl_off_sampled"] = score("RL, zoom disabled (sampled)", "rl-zoom-disabled-sampled", "final", 1.0,
+                                       disabled=True)
+    train, seeds = engine.trainer.train_seeds, engine.eval.seeds
+    env_config = {**run.env.config, "tools": [], "prompt_format": "no_think"}
+    colours = list(env_config.get("colours") or ("red", "green", "blue", "orange"))
+    blind = best_blind_baseline(run.env.id, env_config, colours, 1,
+                                range(train.start, train.start + min(train.count, 1000)), seeds.seeds())
+    answer = bare_action(blind.actions[0])
+    assert blind.heldout is not None
+    console.print(f"best constant answer on {blind.train.n} training seeds: {answer} ({blind.train})")
+    rows["blind"] = Row(f"best constant answer '{answer}', no zoom", blind.heldout.to_dict(), tool_calls=0.0)
+
+    console.print(f"\nheld-out success on {run.env.id} ({seeds.count} seeds from {seeds.start}, never trained "
+                  "on), 95% CIs:", soft_wrap=True)
+    width = max(len(row.label) for row in rows.values())
+    for row in rows.values():
+        calls = f"   {row.tool_calls:.2f} zooms/episode" if row.tool_calls is not None else ""
+        console.print(f"  {row.label:<{width}}  {row.cell()}{calls}", highlight=False, soft_wrap=True)
+    beats, passed = verdict(rows)
+    console.print(f"RL with the grounded zoom beats {', '.join(beats)} beyond both 95% CIs: "
+                  f"{'yes' if passed else 'no'}" + ("" if passed else
+                  f" (not beyond: {', '.join(name for name, ok in beats.items() if not ok)})"), highlight=False,
+                  soft_wrap=True)
+    console.print(f"verdict: {'PASS' if passed else 'FAIL'}", highlight=False)
+    viewer = rows.get("rl_sampled") or rows["rl_off"]
+    console.print(f"  zoom turns with their crops: {viewer.where}/trajectories.html; run directory: {run_dir}",
+                  highlight=False, soft_wrap=True)
+    if args.start is not None:
+        console.print(f"wall time: {time.time() - args.start:.0f} s", highlight=False)
+    summary = {"env": run.env.id, "rows": {key: vars(row) for key, row in rows.items()}, "beats": beats,
+               "verdict": passed, "best_constant_answer": answer}
+    (run_dir / "demo_grounded.json").write_text(json.dumps(summary, indent=2))
+    return 0 if passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
