@@ -35,9 +35,9 @@ TRAIN_ARGS=${TRAIN_ARGS:---steps 4 --repeats 2}
 DECODE_ARGS=${DECODE_ARGS:---decode-calls 4}
 MAIN_STEPS=${MAIN_STEPS:-8}
 STAGES=${STAGES:-train decode main_job}
-LIMIT_TRAIN=${LIMIT_TRAIN:-270}
-LIMIT_DECODE=${LIMIT_DECODE:-120}
-LIMIT_MAIN=${LIMIT_MAIN:-100}
+LIMIT_TRAIN=${LIMIT_TRAIN:-230}
+LIMIT_DECODE=${LIMIT_DECODE:-110}
+LIMIT_MAIN=${LIMIT_MAIN:-90}
 mkdir -p "$OUT" "$SITE"
 START=$(date +%s)
 log() { echo "[gpu_suite +$(($(date +%s) - START))s] $*"; }

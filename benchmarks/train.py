@@ -25,6 +25,7 @@ import json
 import os
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -220,6 +221,7 @@ def main() -> None:
     trl_python = resolve_python(args.trl_python)
     sides = [side for side in SIDES if side == "vista" or (trl_python and args.trl_gc in ("both", side.split("_")[-1]))]
     setting = {"device": args.device, "precision": args.precision}
+    stopped = False
     try:
         model_dir = make_model(args.shape, work / "model", seed=0)
         shape = (args.steps, args.seeds_per_step, args.group_size, args.max_tokens)
@@ -236,22 +238,44 @@ def main() -> None:
                          "anchor": trl_version(trl_python) if trl_python else None},
         }
         runs: dict[str, list[dict[str, Any]]] = {side: [] for side in sides}
-        for r in range(args.repeats):
-            shift = r % len(sides)
-            for side in sides[shift:] + sides[:shift]:  # rotate: each side goes first in turn
-                try:
-                    if side == "vista":
-                        runs[side].append(run_vista(model_dir, work, *shape, run_name=f"vista-run-{r}", **setting))
-                    else:
-                        assert trl_python is not None
-                        runs[side].append(run_trl(trl_python, model_dir, work, *shape, run_name=f"{side}-{r}",
-                                                  gradient_checkpointing=side == "trl_gc_on", **setting))
-                except Exception as exc:  # noqa: BLE001 - one failed run is reported, the others still count
-                    runs[side].append({"status": "failed", "error": f"{type(exc).__name__}: {exc}"})
+        # a time limit (timeout's SIGTERM) ends the runs early but still prints what was measured
+        signal.signal(signal.SIGTERM, _stop)
+        try:
+            _run_sides(args, sides, runs, model_dir, work, shape, trl_python, setting)
+        except _Stopped:
+            stopped = True
+            result["stopped_early"] = "SIGTERM (a time limit): the runs finished before it are reported"
         result.update(summarize_sides(runs, trl_python is not None, args.trl_python))
-        print(json.dumps(result, indent=2))
+        print(json.dumps(result, indent=2), flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    if stopped:
+        os._exit(0)  # an interrupted run may leave a non-daemon thread (its store writer) that would hold the exit
+
+
+class _Stopped(BaseException):  # not an Exception: the per-run handler must not swallow it
+    """Raised by the SIGTERM handler inside the runs."""
+
+
+def _stop(signum: int, frame: Any) -> None:
+    raise _Stopped()
+
+
+def _run_sides(args: argparse.Namespace, sides: list[str], runs: dict[str, list[dict[str, Any]]], model_dir: Path,
+               work: Path, shape: tuple[int, int, int, int], trl_python: str | None, setting: dict[str, str]) -> None:
+    """The repeats, each running every side once, in rotating order (each side goes first in turn)."""
+    for r in range(args.repeats):
+        shift = r % len(sides)
+        for side in sides[shift:] + sides[:shift]:
+            try:
+                if side == "vista":
+                    runs[side].append(run_vista(model_dir, work, *shape, run_name=f"vista-run-{r}", **setting))
+                else:
+                    assert trl_python is not None
+                    runs[side].append(run_trl(trl_python, model_dir, work, *shape, run_name=f"{side}-{r}",
+                                              gradient_checkpointing=side == "trl_gc_on", **setting))
+            except Exception as exc:  # noqa: BLE001 - one failed run is reported, the others still count
+                runs[side].append({"status": "failed", "error": f"{type(exc).__name__}: {exc}"})
 
 
 def summarize_sides(runs: dict[str, list[dict[str, Any]]], have_trl: bool, trl_python: str) -> dict[str, Any]:
