@@ -145,6 +145,12 @@ class AlgorithmSection(Section):
     entropy_coef: float = Field(0.0, description="weight of the entropy bonus subtracted from the loss (0: none)")
     loss_agg: Literal["token-mean", "seq-mean"] = Field(
         "token-mean", description="token-mean: over all tokens of a mini-batch; seq-mean: mean of per-sequence means")
+    turn_credit: Literal["episode", "turn", "state"] = Field(
+        "episode", description="how an episode's outcome reaches its turns with per-turn sequences "
+        "(rollout.sequences: turn; the local engine): episode: each turn carries the episode's advantage over "
+        "its number of turns; turn: the same, undivided; state: the estimator over each turn's return-to-go "
+        "within the batch's turns with the same context, averaged over the turns with the same context and "
+        "reply (a reply the whole group gave alike gets 0; docs/main-job.md, the tool job)")
     ppo_epochs: int = Field(1, ge=1, description="passes of updates over one rollout batch")
     mini_batches: int = Field(1, ge=1, description="optimizer steps per epoch over one rollout batch")
     critic: bool | None = Field(None, description="learn a value function; default: on for the GAE family")
@@ -248,6 +254,10 @@ class RunConfig(Section):
             raise ValueError("trainer.train_seeds overlaps eval.seeds: held-out seeds must not be trained on")
         if self.sft.steps and self.sft.source == "oracle" and self.sft.seeds.overlaps(self.eval.seeds):
             raise ValueError("sft.seeds overlaps eval.seeds: held-out seeds must not be trained on")
+        if self.algorithm.turn_credit != "episode" and not self.rollout.per_turn_sequences:
+            raise ValueError(f"algorithm.turn_credit: {self.algorithm.turn_credit} needs per-turn sequences "
+                             "(rollout.sequences: turn, or window_size: 0); one sequence per episode keeps "
+                             "the estimator's own per-token credit")
         return self
 
 

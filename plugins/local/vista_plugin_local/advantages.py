@@ -3,8 +3,9 @@ the loss mask is the assistant-token mask, samples of one seed share a group id.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -33,8 +34,17 @@ def build_advantage_batch(episodes: Sequence[TrainSample], width: int, values: t
                           group_ids=group_ids, values=values, turn_ends=turn_ends)
 
 
-def per_turn_advantages(estimator: Any, samples: Sequence[TrainSample], width: int) -> torch.Tensor:
+#: How an episode's outcome reaches its turns (``algorithm.turn_credit``).
+TurnCredit = Literal["episode", "turn", "state"]
+
+
+def per_turn_advantages(estimator: Any, samples: Sequence[TrainSample], width: int,
+                        credit: TurnCredit = "episode") -> torch.Tensor:
     """Advantages of per-turn samples (``rollout.sequences: turn``), ``[len(samples), width]``.
+
+    ``credit`` (``algorithm.turn_credit``): ``episode`` as below; ``turn`` the same without the
+    division by the episode's turns; ``state`` turn-level credit from the batch's own turns
+    (:func:`state_credit`).
 
     The estimator sees each episode as one row with one position per turn (that turn's reward there,
     every position a turn end), so GRPO normalises whole-episode returns within the seed's group and
@@ -47,6 +57,8 @@ def per_turn_advantages(estimator: Any, samples: Sequence[TrainSample], width: i
     full-size steps (one of two causes of the reply format breaking in RL on FrozenLake at lr 5e-4;
     the other is the learning rate itself, docs/main-job.md).  Estimators that need a value per token
     cannot run here (``validate`` refuses them)."""
+    if credit == "state":
+        return _broadcast(state_credit(estimator, samples), samples, width)
     rows: dict[int, int] = {}
     for sample in samples:
         rows.setdefault(id(sample.trajectory), len(rows))
@@ -61,12 +73,83 @@ def per_turn_advantages(estimator: Any, samples: Sequence[TrainSample], width: i
         group_ids[row] = sample.group
     batch = AdvantageBatch(token_rewards=rewards, response_mask=mask, advantage_mask=mask.clone(),
                            group_ids=group_ids, values=None, turn_ends=mask.clone())
-    per_turn = compute_advantages(estimator, batch).advantages / mask.sum(dim=1, keepdim=True).clamp(min=1)
+    per_turn = compute_advantages(estimator, batch).advantages
+    if credit == "episode":
+        per_turn = per_turn / mask.sum(dim=1, keepdim=True).clamp(min=1)
+    values = torch.stack([per_turn[rows[id(sample.trajectory)], sample.turn_index or 0] for sample in samples])
+    return _broadcast(values, samples, width)
+
+
+def _broadcast(values: torch.Tensor, samples: Sequence[TrainSample], width: int) -> torch.Tensor:
+    """One advantage per sample onto every trained token of its sequence, ``[len(samples), width]``."""
     out = torch.zeros((len(samples), width))
     for index, sample in enumerate(samples):
         loss_mask = torch.tensor(sample.tokens.loss_mask[:width], dtype=torch.float32)
-        out[index, :len(loss_mask)] = per_turn[rows[id(sample.trajectory)], sample.turn_index or 0] * loss_mask
+        out[index, :len(loss_mask)] = values[index] * loss_mask
     return out
+
+
+def _image_key(image: Any) -> str:
+    digest = getattr(image, "digest", None)
+    if digest:
+        return str(digest)
+    return hashlib.sha1(image.pixel_values.detach().cpu().numpy().tobytes()).hexdigest()
+
+
+def turn_state(sample: TrainSample) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """What the turn's reply was conditioned on: the ids before its first trained token and the
+    content of its images.  Two turns with the same state saw exactly the same context."""
+    tokens = sample.tokens
+    first = next((i for i, trained in enumerate(tokens.loss_mask) if trained), len(tokens))
+    return tuple(tokens.input_ids[:first]), tuple(_image_key(image) for image in tokens.images)
+
+
+def state_credit(estimator: Any, samples: Sequence[TrainSample]) -> torch.Tensor:
+    """Turn-level credit without a critic, one advantage per per-turn sample.
+
+    Why: GRPO gives every turn of an episode the episode's advantage, so a turn that every sample of
+    the group took alike (the same tool call from the same prompt) is pushed up in successes and
+    down in failures; in expectation that cancels, in a batch it is noise on the tokens that most
+    of the loss mass sits on (measured on the tool job: the call turn held 88% of the token-mean loss
+    mass while the answer turn decided every outcome, benchmarks/tool_credit.py).  Here each turn's
+    return is its return-to-go, grouped with the batch's turns that had the same state
+    (:func:`turn_state`; GiGPO's step-level groups of anchor states); the estimator (``grpo``,
+    ``dr_grpo``, ...) turns those returns into advantages within each state group, and the turns with
+    the same state *and* the same reply share the mean of their advantages (for GRPO: their
+    Monte-Carlo action value against the state's mean return, over the state's return spread).  So a
+    reply every sample of a state gave gets 0, a decision that split the group gets the whole signal,
+    and a reply seen once keeps its own return's advantage, no larger than GRPO gives it.  (Averaging
+    returns first and normalising the averages instead gave a lone variant of a common tool call
+    several times GRPO's advantage and broke the call format within 5 steps at lr 1e-3.)  A state seen
+    once has no baseline: its turns get 0."""
+    episodes: dict[int, list[int]] = {}
+    for index, sample in enumerate(samples):
+        episodes.setdefault(id(sample.trajectory), []).append(index)
+    to_go = torch.zeros(len(samples), dtype=torch.float64)
+    for indices in episodes.values():
+        ordered = sorted(indices, key=lambda i: samples[i].turn_index or 0)
+        running = 0.0
+        for index in reversed(ordered):
+            running += float(sum(samples[index].turn_rewards))
+            to_go[index] = running
+    states: dict[Any, int] = {}
+    actions: dict[Any, list[int]] = {}
+    state_of = []
+    for index, sample in enumerate(samples):
+        state = turn_state(sample)
+        group = states.setdefault(state, len(states))
+        state_of.append(group)
+        actions.setdefault((group, tuple(sample.tokens.input_ids[len(state[0]):])), []).append(index)
+    group_ids = torch.tensor(state_of, dtype=torch.long)
+    ones = torch.ones((len(samples), 1))
+    batch = AdvantageBatch(token_rewards=to_go.float().unsqueeze(1), response_mask=ones,
+                           advantage_mask=ones.clone(), group_ids=group_ids, values=None, turn_ends=ones.clone())
+    each = compute_advantages(estimator, batch).advantages[:, 0]
+    advantages = torch.zeros_like(each)
+    for indices in actions.values():
+        advantages[indices] = each[indices].mean()
+    sizes = torch.bincount(group_ids, minlength=len(states))
+    return torch.where(sizes[group_ids] > 1, advantages, torch.zeros_like(advantages))
 
 
 def make_estimator(estimator_id: str, params: dict[str, Any]) -> Any:
