@@ -123,7 +123,7 @@ class RLStep:
                     old: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         width = max(len(episode.tokens) for episode in episodes)
         if self.per_turn:
-            advantages = per_turn_advantages(self.estimator, episodes, width)
+            advantages = per_turn_advantages(self.estimator, episodes, width, self.run.algorithm.turn_credit)
             return advantages, torch.zeros_like(advantages)
         output = compute_advantages(self.estimator, build_advantage_batch(episodes, width, old.get("values")))
         return output.advantages, output.returns
