@@ -71,18 +71,25 @@ engine_config:
               gpu_memory_utilization: 0.5}
     overrides:
       - +ray_kwargs.ray_init.num_gpus=1   # logical: the CPU platform's workers each hold one
-      - ray_kwargs.ray_init.num_cpus=4
+      - ray_kwargs.ray_init.num_cpus=8   # logical: the TaskRunner, TransferQueue actors and a 3-CPU worker bundle
       - +ray_kwargs.ray_init.include_dashboard=false
       - transfer_queue.backend.SimpleStorage.num_data_storage_units=1   # 8 by default: 8 actors of ~0.5 GB
       - actor_rollout_ref.model.use_remove_padding=false
+      - +actor_rollout_ref.model.override_config.attn_implementation=sdpa   # verl's default: flash_attention_2
       - actor_rollout_ref.rollout.enforce_eager=true
       - actor_rollout_ref.rollout.free_cache_engine=false
       - +actor_rollout_ref.rollout.enable_sleep_mode=false   # vLLM's CPU build has no sleep mode
       - actor_rollout_ref.rollout.max_model_len=576
       - actor_rollout_ref.rollout.max_num_seqs=8
       - actor_rollout_ref.rollout.max_num_batched_tokens=1024
+      - actor_rollout_ref.actor.strategy=fsdp2   # FSDP1 asks for an accelerator device id
+      - actor_rollout_ref.actor.fsdp_config.strategy=fsdp2
       - actor_rollout_ref.actor.fsdp_config.param_offload=false
       - actor_rollout_ref.actor.fsdp_config.optimizer_offload=false
+      - trainer.device=cpu
+      - reward.num_workers=1                       # 8 by default: 8 Ray actors of ~0.65 GB
+      - actor_rollout_ref.rollout.agent.num_workers=1  # 8 agent-loop workers by default
+      - data.dataloader_num_workers=0
       - trainer.test_freq=-1
       - trainer.save_freq=-1
 YAML

@@ -26,6 +26,31 @@ from verl.plugin.platform.platform_manager import PlatformRegistry
 RESOURCE = "GPU"
 
 
+def _cpu_device_module() -> ModuleType:
+    """``torch.cpu`` plus the memory calls verl makes on ``torch.cuda`` (``memory_reserved``,
+    ``mem_get_info``, ...), answered for host memory or as zero: verl only logs and frees with them."""
+    import psutil
+
+    module = ModuleType("vista_cpu_device")
+    module.__dict__.update({name: getattr(torch.cpu, name) for name in dir(torch.cpu) if not name.startswith("__")})
+    for name in ("memory_reserved", "memory_allocated", "max_memory_allocated", "max_memory_reserved"):
+        setattr(module, name, lambda *args, **kwargs: 0)
+    for name in ("empty_cache", "reset_peak_memory_stats", "reset_max_memory_allocated", "ipc_collect"):
+        setattr(module, name, lambda *args, **kwargs: None)
+    module.mem_get_info = lambda *args, **kwargs: (psutil.virtual_memory().available, psutil.virtual_memory().total)
+    module.memory_stats = lambda *args, **kwargs: {}
+    module.is_available = lambda: True
+    module.device_count = lambda: 1
+    module.current_device = lambda: torch.device("cpu")
+    module.set_device = lambda *args, **kwargs: None
+    module.manual_seed = torch.manual_seed
+    module.manual_seed_all = torch.manual_seed
+    return module
+
+
+_CPU_DEVICE_MODULE = _cpu_device_module()
+
+
 @PlatformRegistry.register(platform="cpu")
 class PlatformCPU(PlatformBase):
     """verl's device hooks on the CPU: one 'device' per worker, gloo collectives, no CUDA runtime."""
@@ -40,7 +65,7 @@ class PlatformCPU(PlatformBase):
 
     @property
     def device_module(self) -> ModuleType:
-        return torch.cpu
+        return _CPU_DEVICE_MODULE
 
     def is_available(self) -> bool:
         return True
@@ -48,8 +73,10 @@ class PlatformCPU(PlatformBase):
     def is_platform_available(self, use_smi_check: bool = False) -> bool:
         return os.environ.get("VERL_PLATFORM", "") == "cpu"
 
-    def current_device(self) -> int:
-        return 0
+    def current_device(self) -> Any:
+        # verl passes get_device_id() straight to .to(device=...) and FSDP's device_id: an int there
+        # means an accelerator index, so the CPU's "index" is the device itself
+        return torch.device("cpu")
 
     def device_count(self) -> int:
         return 1
@@ -104,3 +131,22 @@ class PlatformCPU(PlatformBase):
 
     def cudart(self) -> Any:
         return None
+
+
+def _dedupe_backend(init: Any) -> Any:
+    """verl builds ``f"cpu:gloo,{device}:{backend}"`` (verl/utils/distributed.py), which on this
+    platform is ``cpu:gloo,cpu:gloo``, a string torch rejects (duplicate device type); one entry each."""
+
+    def init_process_group(*args: Any, **kwargs: Any) -> Any:
+        backend = kwargs.get("backend")
+        if isinstance(backend, str) and "," in backend:
+            kwargs["backend"] = ",".join(dict.fromkeys(part.strip() for part in backend.split(",")))
+        return init(*args, **kwargs)
+
+    init_process_group.vista_cpu_dedupe = True  # type: ignore[attr-defined]
+    return init_process_group
+
+
+if os.environ.get("VERL_PLATFORM", "") == "cpu" and not hasattr(torch.distributed.init_process_group,
+                                                                 "vista_cpu_dedupe"):
+    torch.distributed.init_process_group = _dedupe_backend(torch.distributed.init_process_group)
