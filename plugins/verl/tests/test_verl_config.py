@@ -237,3 +237,21 @@ def test_the_example_configs_validate_for_verl_with_the_named_changes(example: s
     if verl_here:
         assert f"adv_estimator: vista_{run.algorithm.estimator}" in plan.details  # verl's composed config
     assert not (tmp_path / "run").exists()
+
+
+def test_verls_default_trainer_without_transfer_queue_is_caught_before_launch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """verl 0.9.1's v1 trainer imports transfer_queue (verl[verl-core]); without it main_ppo would fail
+    only after Ray and the workers started, so the engine says so first (a warning in the dry run)."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    from vista_plugin_verl.engine import VerlEngine
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "transfer_queue" else real(name, *a))
+    engine = VerlEngine(_run())
+    message = engine._missing_trainer_module(SimpleNamespace(trainer={"use_v1": True}))
+    assert message is not None and message.startswith("trainer.use_v1: ") and "verl[verl-core]" in message
+    assert engine._missing_trainer_module(SimpleNamespace(trainer={"use_v1": False})) is None
+    assert VerlEngine(_run("engine_config.verl.python=/other/python"))._missing_trainer_module(
+        SimpleNamespace(trainer={"use_v1": True})) is None  # another interpreter runs verl: not ours to check

@@ -68,8 +68,23 @@ class VerlEngine:
         else:
             from omegaconf import OmegaConf
 
-            details += "\n" + OmegaConf.to_yaml(compose_verl_config(overrides))
+            config = compose_verl_config(overrides)
+            details += "\n" + OmegaConf.to_yaml(config)
+            missing = self._missing_trainer_module(config)
+            if missing:
+                warnings.append(missing)
         return EnginePlan(engine=ENGINE_ID, details=details, warnings=tuple(warnings))
+
+    def _missing_trainer_module(self, config: Any) -> str | None:
+        """verl 0.9.1's default trainer (``trainer.use_v1``) imports ``transfer_queue``, which only verl's
+        ``verl-core`` extra installs: without it ``main_ppo`` fails after Ray and the workers have
+        started.  Checked where this interpreter is the one that runs verl."""
+        if self.cfg.python is not None or not config.trainer.get("use_v1", False):
+            return None
+        if importlib.util.find_spec("transfer_queue") is not None:
+            return None
+        return ("trainer.use_v1: verl's default trainer imports transfer_queue, missing from this environment: "
+                "pip install 'verl[verl-core]', or add trainer.use_v1=false to engine_config.verl.overrides")
 
     def prepare(self) -> tuple[list[str], Any]:
         """Write the parquet datasets; compose and validate verl's config.  Returns (command, config)."""
@@ -88,6 +103,9 @@ class VerlEngine:
         for warning in check_neutral(self.run_config, self.cfg):
             print(f"warning: {warning}", file=sys.stderr)
         command, config = self.prepare()
+        missing = self._missing_trainer_module(config)
+        if missing:
+            raise ConfigError(missing)
         (self.run_dir / "verl_config.yaml").write_text(OmegaConf.to_yaml(config), encoding="utf-8")
         (self.run_dir / "verl_command.sh").write_text(shlex.join(command) + "\n", encoding="utf-8")
         (self.run_dir / "config.yaml").write_text(
