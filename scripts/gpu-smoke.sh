@@ -69,6 +69,9 @@ echo "== 1/3 SFT stage (local engine): $OUT/sft"
 "$VENV/bin/vista" train "$CONFIG" --engine local --set "model.path=$OUT/tiny-model" --set "output_dir=$OUT/sft" \
   --set trainer.steps=0 "${CHANGES[@]}" "$@"
 
+# verl's FSDP actor defaults to flash_attention_2 and remove-padding (the flash-attn package, which
+# verl[vllm] does not install): sdpa and padded batches instead; a Hugging Face copy of each checkpoint
+# (hf_model) for the report
 echo "== 2/3 RL stage (verl, $GPUS GPU(s)): $OUT/rl"
 "$VERL_VENV/bin/vista" train "$CONFIG" --engine verl --set "model.path=$OUT/sft/models/sft" \
   --set "output_dir=$OUT/rl" --set sft.steps=0 "${CHANGES[@]}" \
@@ -76,7 +79,7 @@ echo "== 2/3 RL stage (verl, $GPUS GPU(s)): $OUT/rl"
   --set "engine_config.verl.cluster.n_gpus_per_node=$GPUS" \
   --set "engine_config.verl.cluster.max_prompt_length=$PROMPT_LEN" \
   --set "engine_config.verl.cluster.max_response_length=$RESPONSE_LEN" \
-  --set 'engine_config.verl.overrides=["actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]","actor_rollout_ref.model.use_remove_padding=false"]' \
+  --set 'engine_config.verl.overrides=["actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]","actor_rollout_ref.model.use_remove_padding=false","+actor_rollout_ref.model.override_config.attn_implementation=sdpa"]' \
   "$@"
 TRAINED=$(date +%s)
 
