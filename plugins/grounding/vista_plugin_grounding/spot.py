@@ -18,8 +18,8 @@ nothing else, so a tiny random Qwen2.5-VL learns them in minutes:
 Why 28x28: a tiny Qwen2.5-VL has no absolute position embedding (rotary only), so "which of 16
 vision tokens holds the frame" is hard for it to turn into coordinates (docs/main-job.md found the
 same for map reading); a 28x28 view is one merged vision token (with ``min_pixels=28*28``), whose
-embedding holds the layout of its pixels directly.  The zoom (``search_coordinate`` with offset 2,
-crop 112) comes back as 16 tokens in which the dot covers the middle 2x2.
+embedding holds the layout of its pixels directly.  The zoom (``search_coordinate`` with offset 1,
+crop 112: the marker's 2x2 view pixels) comes back as 16 tokens, nearly all dot.
 
 Reward: ViGoRL's multi-turn grounded reward (:mod:`vista_plugin_grounding.grounded`),
 ``0.6·acc + 0.4·format`` with ``format = 1 + 0.2·(unique points − 1)``.  ``info["grounded"]`` says
