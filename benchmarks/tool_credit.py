@@ -37,6 +37,8 @@ from rich.console import Console
 from vista_plugin_local.advantages import make_estimator, per_turn_advantages
 from vista_plugin_local.chat_tokens import EpisodeTokens
 from vista_plugin_local.losses import Denominators, aggregate, clipped_policy_loss, kl_k3
+from vista_plugin_local.ppo_update import PolicyUpdate
+from vista_plugin_local.rl_step import RLStep
 from vista_plugin_local.samples import TrainSample, training_samples
 from vista_plugin_local.sft_data import examples_from_turns, trajectory_pieces
 from vista_plugin_local.trainer import LocalEngine
@@ -45,7 +47,7 @@ from vista_plugin_visual_search.small import DOT_COLOURS, generate_marker_scene
 import vista_rl
 from vista_rl import SamplingParams
 from vista_rl.config import RunConfig, validate_config
-from vista_rl.rollout import RolloutEngine
+from vista_rl.rollout import RolloutEngine, episode_specs
 
 
 def load_config(path: Path, model: str, overrides: list[str]) -> RunConfig:
@@ -106,7 +108,7 @@ def oracle_answer_turns(engine: LocalEngine, seeds: list[int]) -> tuple[list[Epi
     run = engine.run_config
     oracle = vista_rl.make_model("scripted", path="oracle")
     with RolloutEngine(oracle, run.rollout, seed=run.seed) as rollout:
-        trajectories = rollout.run(engine._specs(seeds, 1))
+        trajectories = rollout.run(episode_specs(run.env.id, seeds, 1, run.env.config))
     answer_id = engine.policy.processor.tokenizer("<answer>")["input_ids"][0]
     examples, positions, truths = [], [], []
     for trajectory in trajectories:
@@ -219,12 +221,13 @@ def rl_curve(engine: LocalEngine, steps: int, every: int, examples: list[Episode
              truths: list[str], ids: list[int], names: list[str]) -> list[dict[str, Any]]:
     """Fresh optimizer and scheduler as the trainer makes them, then ``steps`` RL steps."""
     trainer = engine.config.trainer
-    engine._make_optimizer(trainer.lr, steps, trainer.warmup_steps, trainer.scheduler)
+    optimization = engine._optimization(trainer.lr, steps, trainer.warmup_steps, trainer.scheduler, None, "rl")
+    rl_step = RLStep(engine.run_config, engine.policy, engine.backend, engine.rollout, optimization,
+                     value_coef=engine.config.local.value_coef, run_dir=engine.run_dir, console=engine.console)
     curve: list[dict[str, Any]] = []
     window: list[dict[str, Any]] = []
     for step in range(steps):
-        engine.state.rl_step = step
-        metrics = engine._rl_step()
+        metrics = rl_step(step, step).metrics
         window.append(metrics)
         if (step + 1) % every == 0 or step + 1 == steps:
             stats = colour_stats(colour_logits(engine, examples, positions, ids), truths, names)
@@ -261,7 +264,10 @@ def main(argv: list[str] | None = None) -> int:
     cfg = engine.config
     try:
         engine.estimator = make_estimator(cfg.algorithm.estimator, cfg.algorithm.estimator_params)
-        engine._make_optimizer(cfg.trainer.lr, max(args.updates, 1), 0, "constant")
+        optimization = engine._optimization(cfg.trainer.lr, max(args.updates, 1), 0, "constant", None, "rl")
+        policy_update = PolicyUpdate(engine.policy, optimization, cfg.algorithm, value_coef=cfg.local.value_coef,
+                                     micro_batch_size=cfg.trainer.micro_batch_size,
+                                     max_grad_norm=cfg.trainer.max_grad_norm)
         names = list(DOT_COLOURS)
         ids = colour_ids(engine)
         heldout = cfg.eval.seeds.seeds()[:args.heldout]
@@ -272,8 +278,8 @@ def main(argv: list[str] | None = None) -> int:
         temperature = run.rollout.sampling.temperature
         engine.rollout.sampling = SamplingParams(**run.rollout.sampling.model_dump(), n=1, seed=run.seed)
         seeds = cfg.trainer.train_seeds.seeds()[:args.seeds]
-        trajectories = engine.rollout.run(engine._specs(seeds, run.rollout.group_size))
-        samples = training_samples(trajectories, engine.backend, engine.per_turn).samples
+        trajectories = engine.rollout.run(episode_specs(run.env.id, seeds, run.rollout.group_size, run.env.config))
+        samples = training_samples(trajectories, engine.backend, run.rollout.per_turn_sequences).samples
         by_group: dict[str, list[bool]] = {}
         for trajectory in trajectories:
             by_group.setdefault(str(trajectory.seed), []).append(trajectory.success)
@@ -292,8 +298,8 @@ def main(argv: list[str] | None = None) -> int:
             old_tensor[row, :len(lp)] = lp
         update: dict[str, Any] = {"grad_norm": None}
         for _ in range(args.updates):
-            update = engine._ppo_update(samples, {"logprobs": old_tensor}, advantages,
-                                        torch.zeros_like(advantages), temperature)
+            update = policy_update(samples, {"logprobs": old_tensor}, advantages, torch.zeros_like(advantages),
+                                   temperature, shuffle_seed=0)
         new = turn_logprobs(engine, samples, temperature)
         kl: dict[int, list[float]] = {}
         for sample, lp_old, lp_new in zip(samples, old, new, strict=True):
