@@ -39,6 +39,7 @@ def _cpu_device_module() -> ModuleType:
         setattr(module, name, lambda *args, **kwargs: None)
     module.mem_get_info = lambda *args, **kwargs: (psutil.virtual_memory().available, psutil.virtual_memory().total)
     module.memory_stats = lambda *args, **kwargs: {}
+    module.get_device_name = lambda *args, **kwargs: "CPU"  # verl's flops counter: "CPU" has no peak flops
     module.is_available = lambda: True
     module.device_count = lambda: 1
     module.current_device = lambda: torch.device("cpu")
