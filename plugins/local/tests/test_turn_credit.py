@@ -36,7 +36,7 @@ def _group() -> list[TrainSample]:
             + _episode(0, [9, 5], "zoom-b", [7], True))
 
 
-def test_state_credit_gives_a_shared_call_nothing_and_the_answer_the_split() -> None:
+def test_state_credit_averages_a_shared_call_and_gives_the_answer_the_split() -> None:
     """The five calls come from one state: returns 1, 1, 0, 0 for the shared call and 1 for the odd
     one, so GRPO over the state gives each its own advantage and the four alike share their mean; the
     odd call keeps its own.  The answers after the shared zoom split 2:2, so they get +-GRPO within
@@ -53,6 +53,10 @@ def test_state_credit_gives_a_shared_call_nothing_and_the_answer_the_split() -> 
     assert answers.tolist() == pytest.approx([0.866, 0.866, -0.866, -0.866, 0.0], abs=1e-3)
     # Untrained (prompt) positions carry nothing.
     assert advantages[0, :3].abs().sum() == 0 and advantages[1, :2].abs().sum() == 0
+    # Without the odd sample every call is the same reply from the same state: no credit at all.
+    alike = per_turn_advantages(make_estimator("grpo", {}), samples[:8], width=4, credit="state")
+    assert alike[0::2].abs().sum() == 0
+    assert alike[1::2, 2].tolist() == pytest.approx([0.866, 0.866, -0.866, -0.866], abs=1e-3)
 
 
 def test_turn_credit_episode_divides_by_the_turns_and_turn_does_not() -> None:
