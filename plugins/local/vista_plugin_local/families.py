@@ -16,6 +16,7 @@ from PIL import Image
 
 from vista_plugin_local.image_input import ImageInput
 from vista_rl import ConfigError, ModelFamily
+from vista_rl.chat_render import registered_family
 
 __all__ = ["ImageInput", "InternVLFamily", "ModelFamily", "QwenVLFamily", "family_for", "registered_families"]
 
@@ -107,13 +108,10 @@ def registered_families() -> list[ModelFamily]:
 
 def family_for(processor: Any = None, model_type: str | None = None) -> ModelFamily:
     """The family of a checkpoint, by its ``config.model_type`` when known, else its processor."""
+    family = registered_family(processor, model_type)
+    if family is not None:
+        return family
     families = registered_families()
-    for family in families:
-        if model_type is not None and family.matches(model_type=model_type):
-            return family
-    for family in families:
-        if processor is not None and family.matches(processor=processor):
-            return family
     known = ", ".join(f"{f.name} ({', '.join(f.model_types)})" for f in families) or "none"
     what = f"model_type {model_type!r}" if model_type else f"processor {type(processor).__name__}"
     raise ConfigError(f"the local engine has no model family for {what}; known families: {known}. "
