@@ -48,6 +48,7 @@ import vista_rl
 from vista_rl import SamplingParams
 from vista_rl.config import RunConfig, validate_config
 from vista_rl.rollout import RolloutEngine, episode_specs
+from vista_rl_sdk.tiny_models import init_tiny_model
 
 
 def load_config(path: Path, model: str, overrides: list[str]) -> RunConfig:
@@ -245,7 +246,9 @@ def rl_curve(engine: LocalEngine, steps: int, every: int, examples: list[Episode
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("model", help="a saved model directory (e.g. RUN_DIR/models/sft)")
+    parser.add_argument("model", nargs="?", help="a saved model directory (e.g. RUN_DIR/models/sft)")
+    parser.add_argument("--tiny", action="store_true",
+                        help="an untrained tiny model, 2 seeds x 2, 4 held-out seeds (checks the script runs; for tests)")
     parser.add_argument("--config", type=Path, default=Path("examples/visual_search_tools.yaml"))
     parser.add_argument("--seeds", type=int, default=16, help="seeds in the RL batch (each sampled group_size times)")
     parser.add_argument("--heldout", type=int, default=200, help="held-out seeds for the colour statistics")
@@ -256,6 +259,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--every", type=int, default=10)
     parser.add_argument("--set", dest="overrides", action="append", default=[], help="KEY=VALUE config override")
     args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory() as scratch:
+        if args.tiny:
+            args.model = str(init_tiny_model(Path(scratch) / "tiny", seed=0))
+            args.seeds, args.heldout, args.updates, args.rl_steps = 2, 4, 1, 0
+            args.overrides = [*args.overrides, "rollout.group_size=2"]
+        elif args.model is None:
+            parser.error("a model directory is needed (or --tiny)")
+        return measure(args)
+
+
+def measure(args: argparse.Namespace) -> int:
+    """One GRPO batch from ``args.model``: where its loss, gradient and KL go per turn (see module doc)."""
     torch.manual_seed(0)
     run = load_config(args.config, args.model, args.overrides)
     engine = LocalEngine(run, console=Console(stderr=True))
