@@ -25,7 +25,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from demo_tools import Row, eval_config, evaluate  # scripts/ is sys.path[0]: the tool job's harness
+from demo_tools import (  # scripts/ is sys.path[0]: the tool job's harness
+    Row,
+    eval_config,
+    evaluate,
+    print_table,
+    save_summary,
+)
 from rich.console import Console
 from vista_plugin_local.config import validate_engine_config
 
@@ -95,12 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     console.print(f"best constant answer on {blind.train.n} training seeds: {answer} ({blind.train})")
     rows["blind"] = Row(f"best constant answer '{answer}', no zoom", blind.heldout.to_dict(), tool_calls=0.0)
 
-    console.print(f"\nheld-out success on {run.env.id} ({seeds.count} seeds from {seeds.start}, never trained "
-                  "on), 95% CIs:", soft_wrap=True)
-    width = max(len(row.label) for row in rows.values())
-    for row in rows.values():
-        calls = f"   {row.tool_calls:.2f} zooms/episode" if row.tool_calls is not None else ""
-        console.print(f"  {row.label:<{width}}  {row.cell()}{calls}", highlight=False, soft_wrap=True)
+    print_table(console, run.env.id, seeds, rows)
     beats, passed = verdict(rows)
     console.print(f"RL with the grounded zoom beats {', '.join(beats)} beyond both 95% CIs: "
                   f"{'yes' if passed else 'no'}" + ("" if passed else
@@ -112,9 +113,7 @@ def main(argv: list[str] | None = None) -> int:
                   highlight=False, soft_wrap=True)
     if args.start is not None:
         console.print(f"wall time: {time.time() - args.start:.0f} s", highlight=False)
-    summary = {"env": run.env.id, "rows": {key: vars(row) for key, row in rows.items()}, "beats": beats,
-               "verdict": passed, "best_constant_answer": answer}
-    (run_dir / "demo_grounded.json").write_text(json.dumps(summary, indent=2))
+    save_summary(run_dir / "demo_grounded.json", run.env.id, rows, beats, passed, answer)
     return 0 if passed else 1
 
 

@@ -128,12 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         rows["rl_viewer"] = evaluate(console, "RL, tool (greedy, for the viewer)", eval_config(
             run, out / "rl-tool-greedy", backend="transformers", path=str(final), tools=True, temperature=0.0))
 
-    console.print(f"\nheld-out success on {run.env.id} ({seeds.count} seeds from {seeds.start}, never trained "
-                  "on), 95% CIs:", soft_wrap=True)
-    width = max(len(row.label) for row in rows.values())
-    for row in rows.values():
-        calls = f"   {row.tool_calls:.2f} zooms/episode" if row.tool_calls is not None else ""
-        console.print(f"  {row.label:<{width}}  {row.cell()}{calls}", highlight=False, soft_wrap=True)
+    print_table(console, run.env.id, seeds, rows)
     rl = rows["rl"].success if "rl" in rows else None
     rivals = {"SFT": rows.get("sft"), "the tools-disabled RL model": rows["rl_off"],
               "the best constant answer": rows["blind"]}
@@ -152,10 +147,26 @@ def main(argv: list[str] | None = None) -> int:
                   soft_wrap=True)
     if args.start is not None:
         console.print(f"wall time: {time.time() - args.start:.0f} s", highlight=False)
-    summary = {"env": run.env.id, "rows": {key: vars(row) for key, row in rows.items()}, "beats": beats,
-               "verdict": passed, "best_constant_answer": answer}
-    (run_dir / "demo_tools.json").write_text(json.dumps(summary, indent=2))
+    save_summary(run_dir / "demo_tools.json", run.env.id, rows, beats, passed, answer)
     return 0 if passed else 1
+
+
+def print_table(console: Console, env_id: str, seeds: Any, rows: dict[str, Row]) -> None:
+    """The held-out table both tool demos print (this one and scripts/demo_grounded.py)."""
+    console.print(f"\nheld-out success on {env_id} ({seeds.count} seeds from {seeds.start}, never trained "
+                  "on), 95% CIs:", soft_wrap=True)
+    width = max(len(row.label) for row in rows.values())
+    for row in rows.values():
+        calls = f"   {row.tool_calls:.2f} zooms/episode" if row.tool_calls is not None else ""
+        console.print(f"  {row.label:<{width}}  {row.cell()}{calls}", highlight=False, soft_wrap=True)
+
+
+def save_summary(path: Path, env_id: str, rows: dict[str, Row], beats: dict[str, bool], passed: bool,
+                 answer: str) -> None:
+    """The demo's rows and verdict as JSON beside the run."""
+    summary = {"env": env_id, "rows": {key: vars(row) for key, row in rows.items()}, "beats": beats,
+               "verdict": passed, "best_constant_answer": answer}
+    path.write_text(json.dumps(summary, indent=2))
 
 
 if __name__ == "__main__":
