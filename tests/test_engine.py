@@ -191,6 +191,15 @@ def test_lora_trains_adapters_only(tmp_path: Path, tiny_model_dir: Path) -> None
     assert base and all(torch.equal(after[k], before[k]) for k in base)
 
 
+def test_sft_schedule_warms_up_then_decays(tmp_path: Path, tiny_model_dir: Path) -> None:
+    run = run_config(tiny_model_dir, tmp_path / "sched", overrides=(
+        "sft.steps=4", "sft.warmup_steps=1", "sft.scheduler=cosine", "sft.lr=0.01", "trainer.steps=0",
+        "eval.at_start=false", "eval.after_sft=false"))
+    LocalEngine(run).run()
+    lrs = [row["lr"] for row in _rows(tmp_path / "sched" / "metrics.jsonl") if row["stage"] == "sft"]
+    assert lrs == pytest.approx([0.01, 0.01, 0.0075, 0.0025])  # warm-up step, then cosine over 3 steps
+
+
 # ---------------------------------------------------------------------------- bad input
 def test_nan_steps_are_skipped_reported_and_stop_the_run(tmp_path: Path, tiny_model_dir: Path) -> None:
     run = run_config(tiny_model_dir, tmp_path / "nan", overrides=(

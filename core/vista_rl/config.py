@@ -206,7 +206,11 @@ class SftSection(Section):
     seeds: SeedRange = Field(default_factory=lambda: SeedRange(start=50_000, count=64),
                              description="env seeds the oracle plays (source: oracle; disjoint from eval.seeds)")
     batch_size: int = Field(8, ge=1, description="training sequences per SFT optimizer step")
-    lr: float = Field(1e-3, gt=0.0, description="learning rate of the SFT optimizer (AdamW)")
+    lr: float = Field(1e-3, gt=0.0, description="peak learning rate of the SFT optimizer (AdamW)")
+    warmup_steps: int = Field(0, ge=0, description="SFT steps of linear learning-rate warm-up from 0")
+    scheduler: Literal["constant", "linear", "cosine"] = Field(
+        "constant", description="SFT learning rate after warm-up: constant, or decaying to 0 at the last SFT "
+        "step (a decay lets the last steps settle instead of hopping around the minimum at the peak rate)")
     max_grad_norm: float | None = Field(1.0, gt=0.0, description="clip of the SFT gradient norm (null: none)")
 
     @model_validator(mode="after")

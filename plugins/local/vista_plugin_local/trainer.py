@@ -189,17 +189,18 @@ class LocalEngine:
             state.stage = "rl"
             return
         examples = self._sft_examples()
-        self.optimization = optimization = self._optimization(sft.lr, sft.steps, 0, "constant", checkpoint, "sft")
+        self.optimization = optimization = self._optimization(sft.lr, sft.steps, sft.warmup_steps, sft.scheduler,
+                                                                  checkpoint, "sft")
         task = self.progress.add_task("SFT", total=sft.steps, completed=state.sft_step, info="")
         while state.sft_step < sft.steps:
             step = state.sft_step
             batch = [examples[i] for i in batch_indices(self.run_config.seed, len(examples), sft.batch_size, step)]
-            started = time.perf_counter()
+            started, lr = time.perf_counter(), optimization.lr
             metrics = sft_update(self.policy, optimization, batch, self.config.trainer.micro_batch_size,
                                  sft.max_grad_norm)
             if metrics["nan_skipped"]:
                 self._record_nan("sft", step + 1)
-            metrics.update(stage="sft", step=step + 1, global_step=state.global_step + 1,
+            metrics.update(stage="sft", step=step + 1, global_step=state.global_step + 1, lr=lr,
                            seconds=time.perf_counter() - started)
             state.sft_step += 1
             self._log_step(metrics)
