@@ -10,10 +10,12 @@ from __future__ import annotations
 import abc
 import math
 import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from vista_rl.observation import Observation
+from vista_rl.trajectory import ToolCallRecord
 
 
 @dataclass
@@ -86,6 +88,18 @@ class Env(abc.ABC):
         crop/zoom tools cut from the real pixels."""
         return {}
 
+    def observe_tool_turn(self, response: str, calls: Sequence[ToolCallRecord]) -> None:
+        """See a reply the rollout engine answered by running tools, not by calling :meth:`step`.
+
+        When the engine runs the env's tools, a reply with a ``<tool_call>`` never reaches ``step``;
+        the engine calls this instead, after the calls ran, with the reply's raw text and one record
+        per call (name, arguments, result text, image count, whether it failed).  An env whose reward
+        depends on the whole reasoning chain (points cited in every turn's ``<think>`` and tool
+        coordinates, a tool budget) records them here.  It is not an action: it must not judge an
+        answer, end the episode or count a turn.  The default ignores it.  Raising (or hanging past
+        the env timeout) fails the episode, like ``step``.
+        """
+
     def close(self) -> None:
         """Release resources.  Must be safe to call twice."""
 
@@ -132,6 +146,9 @@ class EnvWrapper(Env):
 
     def tool_context_metadata(self) -> dict[str, Any]:
         return self.inner.tool_context_metadata()
+
+    def observe_tool_turn(self, response: str, calls: Sequence[ToolCallRecord]) -> None:
+        self.inner.observe_tool_turn(response, calls)
 
     def close(self) -> None:
         self.inner.close()

@@ -5,8 +5,8 @@ is called: the start (make the env, ``reset`` with its result type-checked, the 
 the tool schemas appended and placeholders escaped, the first observation), the context the model
 sees next (``rollout.window_size``), the bookkeeping of each reply (turn records with their images,
 tool-call counts, errors, token accounting and the per-turn or concatenated token view), the env and
-tool calls with their timeouts, reflection resets and the turn/token budgets, and the finished
-:class:`~vista_rl.trajectory.Trajectory`.
+tool calls with their timeouts (a tool turn is shown to the env with ``Env.observe_tool_turn``),
+reflection resets and the turn/token budgets, and the finished :class:`~vista_rl.trajectory.Trajectory`.
 
 The engines only decide how replies are produced: :class:`~vista_rl.rollout.RolloutEngine` batches
 many drivers into one ``generate`` call per turn and shares one :class:`CallPool` between them
@@ -25,6 +25,7 @@ whole sequence for an engine that runs one episode at a time.
 from __future__ import annotations
 
 import contextlib
+import copy
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -278,8 +279,23 @@ class EpisodeDriver:
             self.tool_call_count += 1
             executions.append(execution)
         if executions and not self.done:
+            self.observe_tool_turn(executions, pool)
+        if executions and not self.done:
             self.apply(tool_outcome(executions, self.settings.tool_response_role))
         return 0, len(calls.tools)
+
+    def observe_tool_turn(self, executions: Sequence[ToolExecution], pool: CallPool) -> None:
+        """Show the env the tool turn it never got as ``step`` (:meth:`Env.observe_tool_turn`), on
+        the pool with the env timeout; a raise or a hang fails this episode only.  Skipped for an env
+        that keeps the default no-op (no pool round trip for the envs that do not care)."""
+        env = self.env
+        if env is None or type(env).observe_tool_turn is Env.observe_tool_turn:
+            return
+        records = copy.deepcopy([execution.record() for execution in executions])  # the env may keep them
+        call = pool.submit(env.observe_tool_turn, self.trajectory.turns[-1].response, records)
+        outcome = pool.wait(call, self.settings.env_timeout_s)
+        if not outcome.ok:
+            self.env_failed(outcome, "env.observe_tool_turn()")
 
     def apply(self, outcome: TurnOutcome) -> None:
         """Book one reply's outcome (see ``vista_rl.rollout.turn``)."""
