@@ -10,7 +10,7 @@ from vista_rl_sdk import check_env
 
 @pytest.mark.parametrize("env_id,config", [
     ("grounding/gui-v0", {}),
-    ("grounding/gui-v0", {"tools": [], "reward_mode": "single_turn", "width": 640, "height": 400}),
+    ("grounding/gui-v0", {"tools": [], "grounding_reward": "single_turn", "width": 640, "height": 400}),
     ("grounding/web-action-v0", {}),
     ("grounding/web-action-v0", {"task_kinds": ["add_cheapest"], "prompt_format": "no_think"}),
 ])

@@ -20,7 +20,7 @@ REAL = Path(__file__).parent / "fixtures" / "real"
 # what the env shows: screenshots longer than this are downscaled, answers are in shown pixels
 MAX_SIDE = 1280
 # ViGoRL's coordinate term is off so that the answer point alone decides the reward (max 1.0)
-POINT_ONLY = {"tools": [], "reward_mode": "single_turn", "correct_reward": 1.0, "coordinate_reward": 0.0,
+POINT_ONLY = {"tools": [], "grounding_reward": "single_turn", "correct_reward": 1.0, "coordinate_reward": 0.0,
               "max_side": MAX_SIDE}
 
 

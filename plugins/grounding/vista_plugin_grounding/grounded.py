@@ -1,21 +1,28 @@
 """The shared base of this plugin's envs: ViGoRL's grounded-reasoning reward on top of the QA env.
 
-``reward_mode="single_turn"`` (SAT-2, V*, web grounding without tools): reward =
+``grounding_reward="single_turn"`` (SAT-2, V*, web grounding without tools): reward =
 ``correct_reward·acc + coordinate_reward·(format·coordinate)`` with the defaults 0.5 / 0.5, where
 ``coordinate`` is 1 when the ``<think>`` text cites at least one integer ``(x, y)``.  The format term
 is implicit: an answer with a broken format never reaches judging (it is feedback, reward 0).
 
-``reward_mode="multi_turn"`` (zoom turns): reward = ``0.6·acc + 0.4·format`` with format =
-``1 + 0.2·(unique points − 1)``, points from ``<think>`` text and tool-call coordinates, unique when
-at least 10 px apart (so format can exceed 1, as in ViGoRL).
+``grounding_reward="multi_turn"`` (zoom turns): reward = ``0.6·acc + 0.4·format`` with format =
+``1 + 0.2·(unique points − 1)``, points from every turn's ``<think>`` text and tool-call coordinates
+(tool turns the rollout engine runs arrive through ``observe_tool_turn``), unique when at least
+10 px apart (so format can exceed 1, as in ViGoRL).
 
 As in ViGoRL, intermediate points are never rewarded for being *right*; whether any lands on the
 objects the question is about is reported as ``info["grounded"]`` (a metric only).
+
+``grounding_reward`` was called ``reward_mode`` before 0.1.x, which hid the answer-attempts
+``reward_mode`` (``first``/``decayed``/``last``) of the QA env.  The value sets do not overlap, so
+``reward_mode: single_turn|multi_turn`` still works (moved to ``grounding_reward`` with a warning) and
+``reward_mode: first|decayed|last`` scores answer attempts on grounded envs as on every QA env.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import warnings
+from typing import Any, Literal, get_args
 
 from pydantic import Field, model_validator
 from vista_plugin_judges.boxes import point_in_box
@@ -24,23 +31,44 @@ from vista_plugin_vqa.base import QAEnvConfig, ToolQAEnv
 from vista_plugin_grounding.coords import format_bonus, think_points, unique_points
 from vista_rl import ParsedResponse
 
-RewardMode = Literal["single_turn", "multi_turn"]
+GroundingReward = Literal["single_turn", "multi_turn"]
 _WEIGHTS: dict[str, tuple[float, float]] = {"single_turn": (0.5, 0.5), "multi_turn": (0.6, 0.4)}
 
 
+def moved_grounding_reward(data: Any) -> Any:
+    """Old configs: ``reward_mode`` with a grounding value (``single_turn``/``multi_turn``) becomes
+    ``grounding_reward``, with a ``FutureWarning`` (shown by default, as every renamed config key's in
+    ``vista_rl.config.renamed_keys``).  Giving both is an error.  Other ``reward_mode`` values are the
+    answer-attempts setting and stay."""
+    if not isinstance(data, dict) or data.get("reward_mode") not in get_args(GroundingReward):
+        return data
+    data = dict(data)
+    if "grounding_reward" in data:
+        raise ValueError(f"reward_mode: {data['reward_mode']} is the old name of grounding_reward; give only "
+                         "grounding_reward (reward_mode is the answer-attempts setting: first, decayed or last)")
+    warnings.warn(f"config key reward_mode: {data['reward_mode']} is deprecated and goes away in vista-rl 0.2; "
+                  f"use grounding_reward: {data['reward_mode']} (reward_mode now sets how answer attempts "
+                  "score: first, decayed or last)", FutureWarning, stacklevel=2)
+    data["grounding_reward"] = data.pop("reward_mode")
+    return data
+
+
 class GroundedConfig(QAEnvConfig):
-    # Known clash, kept for config compatibility: this field shadows the answer-attempts ``reward_mode``
-    # ("first"/"decayed"/"last") of QAEnvConfig, so grounded envs always score attempts as "last".
-    reward_mode: RewardMode = Field("single_turn",  # type: ignore[assignment]
-                                    description="ViGoRL's single-turn or multi-turn reward")
+    grounding_reward: GroundingReward = Field("single_turn", description="ViGoRL's single-turn or multi-turn "
+                                              "grounded reward (was reward_mode)")
     correct_reward: float = Field(0.5, description="weight of answer accuracy (multi_turn default 0.6)")
     coordinate_reward: float = Field(0.5, ge=0.0, description="weight of the grounded-format term "
                                                                 "(multi_turn default 0.4)")
     unique_distance: float = Field(10.0, gt=0, description="points closer than this count once (pixels)")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _old_reward_mode(cls, data: Any) -> Any:
+        return moved_grounding_reward(data)
+
     @model_validator(mode="after")
     def _mode_weights(self) -> GroundedConfig:
-        acc, coord = _WEIGHTS[self.reward_mode]
+        acc, coord = _WEIGHTS[self.grounding_reward]
         if "correct_reward" not in self.model_fields_set:
             self.correct_reward = acc
         if "coordinate_reward" not in self.model_fields_set:
@@ -62,7 +90,7 @@ class GroundedQAEnv(ToolQAEnv):
     def extra_reward(self, parsed: ParsedResponse, final: bool) -> tuple[float, dict[str, Any]]:
         points = self.cited_points()
         unique = unique_points(points, self.config.unique_distance)
-        if self.config.reward_mode == "single_turn":
+        if self.config.grounding_reward == "single_turn":
             term = 1.0 if unique else 0.0
         else:
             term = format_bonus(len(unique))

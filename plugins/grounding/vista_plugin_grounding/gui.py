@@ -20,7 +20,7 @@ from vista_plugin_vqa.base import Problem
 from vista_plugin_vqa.records import RecordSource, load_images, load_records
 
 from vista_plugin_grounding.coords import parse_point
-from vista_plugin_grounding.grounded import GroundedConfig, GroundedQAEnv, RewardMode
+from vista_plugin_grounding.grounded import GroundedConfig, GroundedQAEnv, GroundingReward
 from vista_plugin_grounding.page import app_window
 
 GROUNDING_INSTRUCTIONS = (
@@ -31,7 +31,7 @@ GROUNDING_INSTRUCTIONS = (
 
 class GuiConfig(GroundedConfig):
     tools: list[str] = Field(default_factory=lambda: ["crop_zoom"], description="zoom tools ([] for none)")
-    reward_mode: RewardMode = "multi_turn"
+    grounding_reward: GroundingReward = "multi_turn"
     max_turns: int = Field(5, ge=1, le=50)
     max_images: int = Field(5, ge=1, le=64)
     width: int = Field(960, ge=320, le=4096)

@@ -49,14 +49,14 @@ from vista_plugin_visual_search.small import (
 )
 from vista_plugin_vqa.base import Problem
 
-from vista_plugin_grounding.grounded import GroundedConfig, GroundedQAEnv, RewardMode
+from vista_plugin_grounding.grounded import GroundedConfig, GroundedQAEnv, GroundingReward
 
 QUESTION = "What colour is the dot inside the frame?"
 
 
 class SpotConfig(GroundedConfig):
     prompt_format: Literal["free_think", "no_think"] = "free_think"
-    reward_mode: RewardMode = "multi_turn"
+    grounding_reward: GroundingReward = "multi_turn"
     tools: list[str] = Field(default_factory=lambda: ["search_coordinate"],
                              description="zoom tools ([] drops the zoom from the env and prompt)")
     max_turns: int = Field(3, ge=1, le=50)

@@ -9,7 +9,9 @@ Turn protocol (what the rollout engine and this env agree on):
   them itself and its observation carries the results (for a loop with no tool runner of its own,
   e.g. a hand-written ``env.step`` loop; ``vista eval`` and ``vista train`` run tools in the rollout
   engine, so leave it off there).  ``tool_context_metadata()`` is what the engine should put into
-  ``ToolContext.metadata`` (e.g. the full-resolution image behind a downscaled one).
+  ``ToolContext.metadata`` (e.g. the full-resolution image behind a downscaled one).  A tool turn the
+  engine runs never reaches ``step``: the engine shows it with ``observe_tool_turn``, which records
+  the reply and its calls the same way (no turn, no attempt).
 - A response with an ``<answer>`` is an attempt, judged at once.  Wrong with ``answer_attempts``
   left: feedback and the same episode goes on (``info["attempts_left"]``).  Right, or out of
   attempts: the episode ends.  (The engine's ``rollout.reflection`` is another mechanism: it resets
@@ -23,6 +25,7 @@ from __future__ import annotations
 import abc
 import json
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -42,6 +45,7 @@ from vista_rl import (
     parse_response,
 )
 from vista_rl.rollout import execute_tool_calls, tool_context
+from vista_rl.trajectory import ToolCallRecord
 
 THINK_TAGS = "<think>...</think><answer>...</answer>"
 ANSWER_TAGS = "<answer>...</answer>"
@@ -140,6 +144,7 @@ class ToolQAEnv(Env):
         self.responses: list[ParsedResponse] = []
         self.image_budget_used = 0
         self._oracle_called_tool = False
+        self._stepped_tool_turn: str | None = None
 
     @property
     def tags(self) -> str:
@@ -207,10 +212,12 @@ class ToolQAEnv(Env):
 
     def _step(self, action: str) -> StepResult:
         self.turns += 1
+        self._stepped_tool_turn = None
         parsed = parse_response(action, self.response_format)
         self.responses.append(parsed)
         calls = [call for call in parsed.tool_calls if call.error is None]
         if not (parsed.answer or "").strip() and calls and self.tools:
+            self._stepped_tool_turn = action
             return self._tool_turn(parsed, calls)
         if not parsed.format_ok or not (parsed.answer or "").strip():
             message = parsed.feedback or f"No answer found; answer as {self.tags}."
@@ -260,6 +267,25 @@ class ToolQAEnv(Env):
             images.extend(execution.result.images)
         self.image_budget_used = len(self.images)
         return self._continue("\n".join(texts), info, images)
+
+    def observe_tool_turn(self, response: str, calls: Sequence[ToolCallRecord]) -> None:
+        """A tool turn the rollout engine ran (it never reached :meth:`step`): its ``<think>`` goes
+        into ``responses`` and its calls of this env's tools into ``tool_calls``, as a tool turn through
+        ``step`` would record them, so rewards over the whole chain (grounded points, visual search's
+        named points) see every turn.  Not a turn or an answer attempt: ``turns``, ``attempts`` and
+        the episode's end are untouched.  The reply ``step`` itself just handled as a tool turn (a
+        loop that calls both) is not recorded twice."""
+        if self.done or self.problem is None:
+            return
+        if self._stepped_tool_turn is not None and response == self._stepped_tool_turn:
+            self._stepped_tool_turn = None
+            return
+        self.responses.append(parse_response(response if isinstance(response, str) else str(response),
+                                             self.response_format))
+        for call in calls:
+            if call.name in self.tools and isinstance(call.arguments, dict):
+                self.tool_calls.append({"name": call.name, "arguments": call.arguments})
+                self.image_budget_used += max(int(call.num_images), 0)
 
     def _tool(self, tool_id: str) -> vista_rl.Tool:
         if tool_id not in self._tools:
