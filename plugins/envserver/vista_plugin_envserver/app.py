@@ -7,6 +7,9 @@ Routes (bodies and responses are msgpack, see ``codec``; errors are JSON ``{"err
 - ``POST /reset`` ``{items: [{session, seed}], image_encoding?}`` -> ``{results: [...]}``
 - ``POST /step`` ``{items: [{session, action}], image_encoding?}`` -> ``{results: [...]}``
 - ``POST /oracle`` ``{sessions: [...]}`` -> ``{results: [str | None]}``
+- ``POST /observe`` ``{items: [{session, response, calls: [{name, arguments, result_text, num_images,
+  error}]}]}`` -> ``{results: [{ok, error?}]}``: ``Env.observe_tool_turn`` (a tool turn the client's
+  rollout engine ran); a client treats a 404 for the route itself (an older server) as a no-op
 - ``POST /close`` ``{sessions: [...]}`` -> ``{closed: n}``
 
 Reset and step are batched: one request moves many sessions, which is what makes the server fast
@@ -51,6 +54,7 @@ from vista_plugin_envserver.limits import ClientLimits, LimitError
 from vista_plugin_envserver.sessions import Session, SessionError, SessionManager
 from vista_rl import Env, config_fields
 from vista_rl.serving import BearerAuth, BodyTooLarge, nesting_depth, read_limited_body, short
+from vista_rl.trajectory import ToolCallRecord
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +112,26 @@ class StepBody(_Body):
 
 class SessionsBody(_Body):
     sessions: list[str]
+
+
+class ToolCallItem(_Body):
+    """A ``vista_rl.trajectory.ToolCallRecord`` as data."""
+
+    name: str
+    arguments: Any = None
+    result_text: str = ""
+    num_images: int = Field(0, ge=0)
+    error: bool = False
+
+
+class ObserveItem(_Body):
+    session: str
+    response: str
+    calls: list[ToolCallItem] = Field(default_factory=list, max_length=64)
+
+
+class ObserveBody(_Body):
+    items: list[ObserveItem]
 
 
 class HTTPError(Exception):
@@ -340,6 +364,21 @@ def create_app(settings: ServerSettings, make_env: Callable[[str, dict[str, Any]
                     except Exception:  # noqa: BLE001
                         out.append(None)
             return out
+
+        return reply({"results": await run(work)})
+
+    @app.post("/observe")
+    async def observe(request: Request) -> Response:
+        body: ObserveBody = await read_body(request, ObserveBody)
+        targets = lookup([item.session for item in body.items])
+
+        def observe_one(session: Session, item: ObserveItem) -> dict[str, Any]:
+            calls = [ToolCallRecord(**call.model_dump()) for call in item.calls]
+            session.env.observe_tool_turn(item.response, calls)
+            return {}
+
+        def work() -> list[dict[str, Any]]:
+            return each_session(targets, body.items, observe_one, "observe_tool_turn")
 
         return reply({"results": await run(work)})
 

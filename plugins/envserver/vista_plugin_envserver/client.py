@@ -26,6 +26,7 @@ from vista_plugin_envserver.codec import (
     wire_text,
 )
 from vista_rl import Env, Observation, StepResult, VistaError
+from vista_rl.trajectory import ToolCallRecord
 
 TOKEN_ENV_VAR = "VISTA_ENV_SERVER_TOKEN"
 
@@ -34,10 +35,12 @@ class EnvServerError(VistaError):
     """The env server refused a request or could not be reached; ``status`` is the HTTP status
     (0 when there was no HTTP answer)."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, route_missing: bool = False) -> None:
         super().__init__(f"env server error {status}: {message}" if status else f"env server unreachable: {message}")
         self.status = status
         self.message = message
+        #: a 404 for the route itself (the server predates it), not for a session or env it knows
+        self.route_missing = route_missing
 
 
 @dataclass
@@ -63,6 +66,8 @@ class EnvServerClient:
     token: str | None = None
     timeout_s: float = 60.0
     image_encoding: ImageEncoding = "raw"
+    #: whether the server has the ``/observe`` route (set false by its first 404 for the route)
+    observes: bool = True
     _http: httpx.Client = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -82,10 +87,13 @@ class EnvServerClient:
             raise EnvServerError(0, f"{self.url}{path}: {type(exc).__name__}: {exc}") from None
         if response.status_code != 200:
             try:
-                detail = response.json().get("error", response.text)
+                error = response.json()
             except ValueError:
-                detail = response.text[:500]
-            raise EnvServerError(response.status_code, str(detail))
+                error = None
+            ours = isinstance(error, dict) and "error" in error  # this server's errors; FastAPI's own say "detail"
+            detail = error["error"] if ours else response.text[:500]
+            raise EnvServerError(response.status_code, str(detail),
+                                 route_missing=response.status_code == 404 and not ours)
         return unpack(response.content)
 
     def health(self) -> dict[str, Any]:
@@ -112,6 +120,23 @@ class EnvServerClient:
         reply = self._post("/step", {"items": [{"session": s, "action": wire_text(a) if isinstance(a, str) else a} for s, a in items],
                                      "image_encoding": self.image_encoding})
         return [decode_step(r) if r.get("ok") else ItemError(str(r.get("error"))) for r in reply["results"]]
+
+    def observe_tool_turn(self, items: Sequence[tuple[str, str, Sequence[ToolCallRecord]]]) -> list[ItemError | None]:
+        """``Env.observe_tool_turn`` for each (session, response, calls).  A server older than the
+        ``/observe`` route answers 404 for the route: then every item is a no-op (``None``), as for a
+        local env that keeps the default, and later calls are not sent."""
+        if not self.observes:
+            return [None] * len(items)
+        message = {"items": [{"session": session, "response": wire_text(str(response)),
+                              "calls": [_wire_call(call) for call in calls]} for session, response, calls in items]}
+        try:
+            reply = self._post("/observe", message)
+        except EnvServerError as exc:
+            if not exc.route_missing:
+                raise
+            self.observes = False
+            return [None] * len(items)
+        return [None if r.get("ok") else ItemError(str(r.get("error"))) for r in reply["results"]]
 
     def oracle(self, session_ids: Sequence[str]) -> list[str | None]:
         return list(self._post("/oracle", {"sessions": list(session_ids)})["results"])
@@ -163,6 +188,17 @@ class RemoteEnv(Env):
             return _failed_step(f"remote {self.env_id} {result.message}")
         return result
 
+    def observe_tool_turn(self, response: str, calls: Sequence[ToolCallRecord]) -> None:
+        """Forwarded to the session's env (a no-op on a server without the route).  Unlike ``step``
+        this raises on a server or env failure, so the rollout engine fails the episode with the
+        reason instead of scoring a chain the env did not see."""
+        try:
+            result = self.client.observe_tool_turn([(self.session.id, response, calls)])[0]
+        except CodecError as exc:
+            raise EnvServerError(0, f"remote {self.env_id} observe_tool_turn: {exc}") from None
+        if isinstance(result, ItemError):
+            raise EnvServerError(500, f"remote {self.env_id} {result.message}")
+
     def oracle_response(self) -> str | None:
         try:
             return self.client.oracle([self.session.id])[0]
@@ -180,6 +216,23 @@ class RemoteEnv(Env):
         finally:
             if self._owns_client:
                 self.client.close()
+
+
+def _wire_call(call: ToolCallRecord) -> dict[str, Any]:
+    return {"name": wire_text(str(call.name)), "arguments": _wire_value(call.arguments),
+            "result_text": wire_text(str(call.result_text)), "num_images": int(call.num_images),
+            "error": bool(call.error)}
+
+
+def _wire_value(value: Any) -> Any:
+    """Tool arguments (parsed JSON) with every string made sendable (see ``wire_text``)."""
+    if isinstance(value, str):
+        return wire_text(value)
+    if isinstance(value, dict):
+        return {_wire_value(key): _wire_value(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_wire_value(item) for item in value]
+    return value
 
 
 def _failed_step(message: str) -> StepResult:
