@@ -59,7 +59,7 @@ from vista_rl.observation import (
 from vista_rl.parsing import ParsedResponse, ParsedToolCall, ResponseFormat, parse_response, split_actions
 from vista_rl.task import TaskRecord
 from vista_rl.tool import Tool, ToolContext, ToolResult
-from vista_rl.trajectory import TokenView, Trajectory, Turn
+from vista_rl.trajectory import TokenView, ToolCallRecord, Trajectory, Turn
 
 __version__ = "0.1.0"
 
@@ -157,6 +157,7 @@ __all__ = [
     "TaskRecord",
     "TokenView",
     "Tool",
+    "ToolCallRecord",
     "ToolContext",
     "ToolResult",
     "Trajectory",

@@ -12,11 +12,10 @@ from vista_plugin_envserver.app import ServerSettings, create_app
 from vista_plugin_envserver.client import EnvServerClient, EnvServerError, ItemError, RemoteEnv
 from vista_plugin_envserver.server import BackgroundServer
 
-from vista_rl import Env, Observation, StepResult
-from vista_rl.backends.scripted import ScriptedBackend
+import vista_rl
+from vista_rl import Env, Observation, StepResult, ToolCallRecord
 from vista_rl.config import RolloutSection
 from vista_rl.rollout import RolloutEngine, episode_specs
-from vista_rl.trajectory import ToolCallRecord
 
 SPOT = "grounding/zoom-spot-v0"
 
@@ -91,7 +90,7 @@ def test_a_remote_grounded_env_counts_the_engine_run_call_turn() -> None:
     the call turn through ``/observe``, so its final turn is grounded and cites the call's points."""
     with BackgroundServer(ServerSettings(env_ids=[SPOT])) as server:
         specs = episode_specs("remote", [0, 3], env_config={"url": server.url, "env": SPOT})
-        with RolloutEngine(ScriptedBackend("oracle"), RolloutSection()) as engine:
+        with RolloutEngine(vista_rl.make_model("scripted", path="oracle"), RolloutSection()) as engine:
             trajectories = engine.run(specs)
     for trajectory in trajectories:
         assert trajectory.failure is None and len(trajectory.turns) == 2

@@ -52,9 +52,8 @@ from vista_plugin_envserver.codec import (
 )
 from vista_plugin_envserver.limits import ClientLimits, LimitError
 from vista_plugin_envserver.sessions import Session, SessionError, SessionManager
-from vista_rl import Env, config_fields
+from vista_rl import Env, ToolCallRecord, config_fields
 from vista_rl.serving import BearerAuth, BodyTooLarge, nesting_depth, read_limited_body, short
-from vista_rl.trajectory import ToolCallRecord
 
 log = logging.getLogger(__name__)
 

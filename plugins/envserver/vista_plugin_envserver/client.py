@@ -25,8 +25,7 @@ from vista_plugin_envserver.codec import (
     unpack,
     wire_text,
 )
-from vista_rl import Env, Observation, StepResult, VistaError
-from vista_rl.trajectory import ToolCallRecord
+from vista_rl import Env, Observation, StepResult, ToolCallRecord, VistaError
 
 TOKEN_ENV_VAR = "VISTA_ENV_SERVER_TOKEN"
 

@@ -12,10 +12,9 @@ from typing import Any
 import pytest
 
 import vista_rl
-from vista_rl.backends.scripted import ScriptedBackend
+from vista_rl import ModelBackend, ToolCallRecord
 from vista_rl.config import RolloutSection
 from vista_rl.rollout import RolloutEngine, episode_specs
-from vista_rl.trajectory import ToolCallRecord
 
 ENV = "grounding/zoom-spot-v0"
 SEED = 3
@@ -30,7 +29,7 @@ def episode(seed: int) -> dict[str, Any]:
     return vista_rl.make_env(ENV).reset(seed=seed)[1]
 
 
-def run(backend: ScriptedBackend, seeds: list[int], **config: Any) -> list[vista_rl.Trajectory]:
+def run(backend: ModelBackend, seeds: list[int], **config: Any) -> list[vista_rl.Trajectory]:
     with RolloutEngine(backend, RolloutSection()) as engine:
         return engine.run(episode_specs(ENV, seeds, env_config=config))
 
@@ -39,7 +38,7 @@ def run(backend: ScriptedBackend, seeds: list[int], **config: Any) -> list[vista
 def test_the_oracle_through_the_engine_is_grounded(execute_tools: bool) -> None:
     """The engine runs the zoom either way (the env offers the tool); the env counts the call turn
     once: its ``<think>`` point and the call's coordinate."""
-    trajectories = run(ScriptedBackend("oracle"), [0, 1, SEED], execute_tools=execute_tools)
+    trajectories = run(vista_rl.make_model("scripted", path="oracle"), [0, 1, SEED], execute_tools=execute_tools)
     for trajectory in trajectories:
         call, answer = trajectory.turns
         assert call.tool_calls and call.tool_calls[0].name == "search_coordinate"
@@ -57,7 +56,7 @@ def test_two_distinct_points_earn_the_bonus() -> None:
     x, y = info["target_point"]
     far = (x + 20, y) if x < 14 else (x - 20, y)
     answer = f"<think>Not at ({far[0]}, {far[1]}).</think><answer>{info['answer']}</answer>"
-    backend = ScriptedBackend(responses=[call_turn(x, y), answer], per_turn=True)
+    backend = vista_rl.make_model("scripted", responses=[call_turn(x, y), answer], per_turn=True)
     (trajectory,) = run(backend, [SEED])
     final = trajectory.turns[-1].info
     assert trajectory.success and final["grounded"] is True

@@ -41,11 +41,11 @@ from vista_rl import (
     ParsedToolCall,
     ResponseFormat,
     StepResult,
+    ToolCallRecord,
     episode_seed,
     parse_response,
 )
 from vista_rl.rollout import execute_tool_calls, tool_context
-from vista_rl.trajectory import ToolCallRecord
 
 THINK_TAGS = "<think>...</think><answer>...</answer>"
 ANSWER_TAGS = "<answer>...</answer>"
