@@ -13,7 +13,7 @@ is implicit: an answer with a broken format never reaches judging (it is feedbac
 As in ViGoRL, intermediate points are never rewarded for being *right*; whether any lands on the
 objects the question is about is reported as ``info["grounded"]`` (a metric only).
 
-``grounding_reward`` was called ``reward_mode`` before 0.1.x, which hid the answer-attempts
+``grounding_reward`` was called ``reward_mode`` up to 0.1.0, which hid the answer-attempts
 ``reward_mode`` (``first``/``decayed``/``last``) of the QA env.  The value sets do not overlap, so
 ``reward_mode: single_turn|multi_turn`` still works (moved to ``grounding_reward`` with a warning) and
 ``reward_mode: first|decayed|last`` scores answer attempts on grounded envs as on every QA env.
