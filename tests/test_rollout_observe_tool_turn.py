@@ -4,7 +4,7 @@ the env timeout; an env that raises or hangs there fails its own episode only.""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -58,10 +58,13 @@ class ObservePlugin:
 
 
 @pytest.fixture(autouse=True)
-def plugins(vista_plugin: Any) -> None:
+def plugins(vista_plugin: Any) -> Iterator[None]:
     vista_plugin(RolloutTestPlugin())
     vista_plugin(ObservePlugin())
     SEEN.clear()
+    RELEASE.clear()  # an earlier test module may have left it set: then nothing would hang
+    yield
+    RELEASE.set()  # let the hung observer's worker thread end
 
 
 def run(env_id: str, seeds: list[int], **settings: Any) -> list[vista_rl.Trajectory]:
@@ -85,11 +88,7 @@ def test_the_env_sees_the_tool_turn_the_engine_ran(env_id: str) -> None:
 
 
 def test_an_observer_that_raises_or_hangs_fails_only_its_episode() -> None:
-    try:
-        fine, raised, hung, also_fine = run("test/observing-v0", [0, 1, 2, 3], env_timeout_s=0.5)
-    finally:
-        RELEASE.set()
-    RELEASE.clear()
+    fine, raised, hung, also_fine = run("test/observing-v0", [0, 1, 2, 3], env_timeout_s=0.5)
     for trajectory in (fine, also_fine):
         assert trajectory.success and trajectory.failure is None and len(trajectory.turns) == 2
     assert raised.metadata["stop_reason"] == "env_error" and len(raised.turns) == 1
