@@ -171,10 +171,12 @@ def test_session_cap() -> None:
 
 
 def test_idle_sessions_expire() -> None:
-    with BackgroundServer(ServerSettings(env_ids=[ENV_ID], idle_timeout_s=0.2)) as server:
+    # 0.5 s of idleness, not less: on a loaded 2-core CI machine the two requests after the keep-alive
+    # loop have taken over 0.2 s, so the busy session expired too.
+    with BackgroundServer(ServerSettings(env_ids=[ENV_ID], idle_timeout_s=0.5)) as server:
         client = EnvServerClient(server.url)
         idle, busy = client.create(2)
-        deadline = time.monotonic() + 1.0
+        deadline = time.monotonic() + 1.2
         while time.monotonic() < deadline:
             client.reset([(busy.id, 0)])  # keeps the busy session alive
             time.sleep(0.05)
