@@ -30,6 +30,7 @@ from demo_tools import (  # scripts/ is sys.path[0]: the tool job's harness
     eval_config,
     evaluate,
     print_table,
+    print_verdict,
     save_summary,
 )
 from rich.console import Console
@@ -48,16 +49,6 @@ def zoom_disabled(config: RunConfig) -> RunConfig:
     entry = tools.get(ZOOM) or {"use": None, "config": {}}
     tools[ZOOM] = {**entry, "config": {**(entry.get("config") or {}), "disabled": True}}
     return validate_config(RunConfig, data, "zoom-disabled eval config")
-
-
-def verdict(rows: dict[str, Row]) -> tuple[dict[str, bool], bool]:
-    """Whether RL's lower CI bound is above each rival's upper one (a missing row never passes)."""
-    rl = rows.get("rl")
-    rivals = {"SFT": rows.get("sft"), "the zoom-disabled RL model": rows.get("rl_off"),
-              "the best constant answer": rows.get("blind")}
-    beats = {name: rl is not None and row is not None and rl.success["ci95_low"] > row.success["ci95_high"]
-             for name, row in rivals.items()}
-    return beats, all(beats.values())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -102,11 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     rows["blind"] = Row(f"best constant answer '{answer}', no zoom", blind.heldout.to_dict(), tool_calls=0.0)
 
     print_table(console, run.env.id, seeds, rows)
-    beats, passed = verdict(rows)
-    console.print(f"RL with the grounded zoom beats {', '.join(beats)} beyond both 95% CIs: "
-                  f"{'yes' if passed else 'no'}" + ("" if passed else
-                  f" (not beyond: {', '.join(name for name, ok in beats.items() if not ok)})"), highlight=False,
-                  soft_wrap=True)
+    beats, passed = print_verdict(console, "RL with the grounded zoom", rows, {
+        "SFT": "sft", "the zoom-disabled RL model": "rl_off", "the best constant answer": "blind"})
     console.print(f"verdict: {'PASS' if passed else 'FAIL'}", highlight=False)
     viewer = rows.get("rl_sampled") or rows["rl_off"]
     console.print(f"  zoom turns with their crops: {viewer.where}/trajectories.html; run directory: {run_dir}",

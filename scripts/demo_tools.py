@@ -33,7 +33,7 @@ from vista_plugin_visual_search.small import DOT_COLOURS
 import vista_rl
 from vista_rl.baselines import BlindBaseline, bare_action, best_blind_baseline
 from vista_rl.cli.eval import run_eval
-from vista_rl.config import RunConfig, validate_config
+from vista_rl.config import RunConfig, SeedRange, validate_config
 
 
 @dataclass
@@ -129,16 +129,8 @@ def main(argv: list[str] | None = None) -> int:
             run, out / "rl-tool-greedy", backend="transformers", path=str(final), tools=True, temperature=0.0))
 
     print_table(console, run.env.id, seeds, rows)
-    rl = rows["rl"].success if "rl" in rows else None
-    rivals = {"SFT": rows.get("sft"), "the tools-disabled RL model": rows["rl_off"],
-              "the best constant answer": rows["blind"]}
-    beats = {name: rl is not None and row is not None and rl["ci95_low"] > row.success["ci95_high"]
-             for name, row in rivals.items()}
-    passed = all(beats.values())
-    console.print(f"RL with the tool beats {', '.join(rivals)} beyond both 95% CIs: "
-                  f"{'yes' if passed else 'no'}" + ("" if passed else
-                  f" (not beyond: {', '.join(name for name, ok in beats.items() if not ok)})"), highlight=False,
-                  soft_wrap=True)
+    beats, passed = print_verdict(console, "RL with the tool", rows, {
+        "SFT": "sft", "the tools-disabled RL model": "rl_off", "the best constant answer": "blind"})
     viewer = rows.get("rl_sampled") or rows.get("rl_viewer")
     if viewer is not None:
         console.print(f"  tool turns with their zoomed images: {viewer.where}/trajectories.html "
@@ -151,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if passed else 1
 
 
-def print_table(console: Console, env_id: str, seeds: Any, rows: dict[str, Row]) -> None:
+def print_table(console: Console, env_id: str, seeds: SeedRange, rows: dict[str, Row]) -> None:
     """The held-out table both tool demos print (this one and scripts/demo_grounded.py)."""
     console.print(f"\nheld-out success on {env_id} ({seeds.count} seeds from {seeds.start}, never trained "
                   "on), 95% CIs:", soft_wrap=True)
@@ -159,6 +151,20 @@ def print_table(console: Console, env_id: str, seeds: Any, rows: dict[str, Row])
     for row in rows.values():
         calls = f"   {row.tool_calls:.2f} zooms/episode" if row.tool_calls is not None else ""
         console.print(f"  {row.label:<{width}}  {row.cell()}{calls}", highlight=False, soft_wrap=True)
+
+
+def print_verdict(console: Console, claim: str, rows: dict[str, Row],
+                  rivals: dict[str, str]) -> tuple[dict[str, bool], bool]:
+    """The verdict both tool demos print: whether RL's (row ``rl``) lower CI bound is above each
+    rival's upper one; ``rivals`` maps a rival's name to its row key (a missing row never passes)."""
+    rl = rows.get("rl")
+    beats = {name: rl is not None and key in rows and rl.success["ci95_low"] > rows[key].success["ci95_high"]
+             for name, key in rivals.items()}
+    passed = all(beats.values())
+    console.print(f"{claim} beats {', '.join(rivals)} beyond both 95% CIs: {'yes' if passed else 'no'}"
+                  + ("" if passed else f" (not beyond: {', '.join(name for name, ok in beats.items() if not ok)})"),
+                  highlight=False, soft_wrap=True)
+    return beats, passed
 
 
 def save_summary(path: Path, env_id: str, rows: dict[str, Row], beats: dict[str, bool], passed: bool,

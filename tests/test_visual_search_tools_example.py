@@ -96,3 +96,18 @@ def test_the_example_config_trains_end_to_end_and_the_harness_scores_tools_disab
     assert (Path(rows["rl_viewer"]["where"]) / "trajectories.html").is_file()
     blind = summary["best_constant_answer"]
     assert blind in run.env.config.get("colours", ["red", "green", "blue", "orange"])
+
+
+def test_the_verdict_needs_rl_beyond_every_rival_ci() -> None:
+    from rich.console import Console
+
+    harness = _harness()
+
+    def row(low: float, high: float) -> Any:
+        return harness.Row("r", {"value": (low + high) / 2, "ci95_low": low, "ci95_high": high})
+
+    rows = {"rl": row(0.6, 0.8), "sft": row(0.3, 0.5), "blind": row(0.2, 0.6)}
+    rivals = {"SFT": "sft", "the blind row": "blind", "a missing row": "nope"}
+    beats, passed = harness.print_verdict(Console(quiet=True), "RL", rows, rivals)
+    assert beats == {"SFT": True, "the blind row": False, "a missing row": False} and not passed
+    assert harness.print_verdict(Console(quiet=True), "RL", rows, {"SFT": "sft"}) == ({"SFT": True}, True)
