@@ -144,7 +144,6 @@ class ToolQAEnv(Env):
         self.responses: list[ParsedResponse] = []
         self.image_budget_used = 0
         self._oracle_called_tool = False
-        self._stepped_tool_turn: str | None = None
 
     @property
     def tags(self) -> str:
@@ -212,12 +211,10 @@ class ToolQAEnv(Env):
 
     def _step(self, action: str) -> StepResult:
         self.turns += 1
-        self._stepped_tool_turn = None
         parsed = parse_response(action, self.response_format)
         self.responses.append(parsed)
         calls = [call for call in parsed.tool_calls if call.error is None]
         if not (parsed.answer or "").strip() and calls and self.tools:
-            self._stepped_tool_turn = action
             return self._tool_turn(parsed, calls)
         if not parsed.format_ok or not (parsed.answer or "").strip():
             message = parsed.feedback or f"No answer found; answer as {self.tags}."
@@ -273,12 +270,8 @@ class ToolQAEnv(Env):
         into ``responses`` and its calls of this env's tools into ``tool_calls``, as a tool turn through
         ``step`` would record them, so rewards over the whole chain (grounded points, visual search's
         named points) see every turn.  Not a turn or an answer attempt: ``turns``, ``attempts`` and
-        the episode's end are untouched.  The reply ``step`` itself just handled as a tool turn (a
-        loop that calls both) is not recorded twice."""
+        the episode's end are untouched."""
         if self.done or self.problem is None:
-            return
-        if self._stepped_tool_turn is not None and response == self._stepped_tool_turn:
-            self._stepped_tool_turn = None
             return
         self.responses.append(parse_response(response if isinstance(response, str) else str(response),
                                              self.response_format))
