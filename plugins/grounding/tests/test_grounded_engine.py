@@ -1,6 +1,6 @@
 """Grounded envs under the rollout engine: the engine runs ``search_coordinate`` and shows the call
 turn to the env (``observe_tool_turn``), so ViGoRL's multi-turn unique-point bonus and
-``info["grounded"]`` count the call turn's points; and ``grounding_reward`` (was ``reward_mode``)
+``info["grounded"]`` count the call turn's points (the bonus, as in ViGoRL, only the zoom coordinates); and ``grounding_reward`` (was ``reward_mode``)
 leaves the answer-attempts ``reward_mode`` to the QA env."""
 
 from __future__ import annotations
@@ -49,22 +49,25 @@ def test_the_oracle_through_the_engine_is_grounded(execute_tools: bool) -> None:
         assert answer.reward == pytest.approx(0.6 + 0.4)
 
 
-def test_two_distinct_points_earn_the_bonus() -> None:
-    """The call turn cites the frame, the answer another place 20+ px away: 2 unique points, format
-    1.2 (ViGoRL: 1 + 0.2 per extra point).  Without the call turn the env would count one point."""
+def test_only_distinct_zooms_earn_the_bonus() -> None:
+    """ViGoRL's multi-turn rule (``point_in_bbox_multicrop.py``): format 1 + 0.2 per unique tool-call
+    coordinate beyond the first.  Two zooms 20 px apart earn 1.2; a second place written only in
+    ``<think>`` earns nothing.  Without the call turns the env would count no zoom at all."""
     info = episode(SEED)
     x, y = info["target_point"]
     far = (x + 20, y) if x < 14 else (x - 20, y)
     answer = f"<think>Not at ({far[0]}, {far[1]}).</think><answer>{info['answer']}</answer>"
-    backend = vista_rl.make_model("scripted", responses=[call_turn(x, y), answer], per_turn=True)
-    (trajectory,) = run(backend, [SEED])
-    final = trajectory.turns[-1].info
-    assert trajectory.success and final["grounded"] is True
-    assert final["unique_points"] == 2 and final["coordinate_term"] == pytest.approx(1.2)
-    assert trajectory.turns[-1].reward == pytest.approx(0.6 + 0.4 * 1.2)
+    two_zooms = [call_turn(*far), call_turn(x, y), f"<think>Read it.</think><answer>{info['answer']}</answer>"]
+    for responses, zooms, term in (([call_turn(x, y), answer], 1, 1.0), (two_zooms, 2, 1.2)):
+        backend = vista_rl.make_model("scripted", responses=responses, per_turn=True)
+        (trajectory,) = run(backend, [SEED])
+        final = trajectory.turns[-1].info
+        assert trajectory.success and final["grounded"] is True
+        assert final["unique_points"] == zooms and final["coordinate_term"] == pytest.approx(term)
+        assert trajectory.turns[-1].reward == pytest.approx(0.6 + 0.4 * term)
 
 
-def test_observing_is_not_a_turn_an_attempt_or_a_second_record() -> None:
+def test_observing_is_not_a_turn_or_an_attempt() -> None:
     env = vista_rl.make_env(ENV, execute_tools=True)
     _, info = env.reset(seed=SEED)
     x, y = info["target_point"]
@@ -74,9 +77,6 @@ def test_observing_is_not_a_turn_an_attempt_or_a_second_record() -> None:
     assert (env.turns, env.attempts, env.done) == (0, 0, False)
     assert env.tool_calls == [{"name": "search_coordinate", "arguments": {"coordinate": [x, y]}}]
     assert env.cited_points() == [(x, y), (x, y)]
-    env.step(call_turn(x, y))  # a hand-written loop: step runs the call, then shows it again
-    env.observe_tool_turn(call_turn(x, y), [record])
-    assert len(env.tool_calls) == 2 and len(env.responses) == 2
 
 
 def test_old_reward_mode_values_move_to_grounding_reward_with_a_warning() -> None:

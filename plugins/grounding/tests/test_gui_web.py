@@ -60,15 +60,17 @@ def test_gui_oracle_zooms_then_clicks_inside_the_box_multi_turn_reward():
         assert result.reward == pytest.approx(0.6 + 0.4 * 1.0) and result.info["grounded"]
 
 
-def test_gui_point_in_box_reward_and_unique_point_bonus():
+def test_gui_point_in_box_reward_and_no_bonus_for_points_in_think():
+    """ViGoRL's multi-turn bonus counts unique zoom coordinates only (test_grounded_engine.py);
+    points written in ``<think>`` earn none."""
     env = vista_rl.make_env("grounding/gui-v0", tools=[])
     _, info = env.reset(seed=2)
     x1, y1, x2, y2 = info["target_box"]
     inside = ((x1 + x2) // 2, (y1 + y2) // 2)
     outside = (x2 + 40, y2 + 40)
     think = "<think>Looked at (5, 5), (100, 100) and (104, 104).</think>"  # 2 unique points (10 px rule)
-    cases = {f"{think}<answer> ({inside[0]}, {inside[1]}) </answer>": 0.6 + 0.4 * 1.2,
-             f"{think}<answer> ({outside[0]}, {outside[1]}) </answer>": 0.4 * 1.2,
+    cases = {f"{think}<answer> ({inside[0]}, {inside[1]}) </answer>": 0.6 + 0.4,
+             f"{think}<answer> ({outside[0]}, {outside[1]}) </answer>": 0.4,
              f"<think>here</think><answer>{inside[0]}, {inside[1]}</answer>": 1.0}
     for text, expected in cases.items():
         env.reset(seed=2)

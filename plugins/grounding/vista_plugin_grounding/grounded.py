@@ -6,9 +6,11 @@
 is implicit: an answer with a broken format never reaches judging (it is feedback, reward 0).
 
 ``grounding_reward="multi_turn"`` (zoom turns): reward = ``0.6·acc + 0.4·format`` with format =
-``1 + 0.2·(unique points − 1)``, points from every turn's ``<think>`` text and tool-call coordinates
-(tool turns the rollout engine runs arrive through ``observe_tool_turn``), unique when at least
-10 px apart (so format can exceed 1, as in ViGoRL).
+``1 + 0.2·(unique tool-call coordinates − 1)``, unique when at least 10 px apart (so format can exceed
+1).  As in ViGoRL's ``point_in_bbox_multicrop.py`` / ``string_match_multiturn.py``, only the zoom
+calls' coordinates count, not points written in ``<think>``: otherwise a reply earns the bonus by
+writing one place and zooming at another.  Tool turns the rollout engine runs arrive through
+``observe_tool_turn``.
 
 As in ViGoRL, intermediate points are never rewarded for being *right*; whether any lands on the
 objects the question is about is reported as ``info["grounded"]`` (a metric only).
@@ -89,10 +91,11 @@ class GroundedQAEnv(ToolQAEnv):
 
     def extra_reward(self, parsed: ParsedResponse, final: bool) -> tuple[float, dict[str, Any]]:
         points = self.cited_points()
-        unique = unique_points(points, self.config.unique_distance)
-        if self.config.grounding_reward == "single_turn":
+        if self.config.grounding_reward == "single_turn":  # ViGoRL: at least one point in <think>
+            unique = unique_points(points, self.config.unique_distance)
             term = 1.0 if unique else 0.0
-        else:
+        else:  # ViGoRL multi-turn: the zoom calls' coordinates only
+            unique = unique_points(self.call_coordinates(), self.config.unique_distance)
             term = format_bonus(len(unique))
         boxes = (self.problem.info.get("target_boxes") if self.problem else None) or []
         grounded = any(point_in_box(p, box) for p in points for box in boxes)
