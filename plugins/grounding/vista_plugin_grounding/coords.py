@@ -2,19 +2,17 @@
 
 ViGoRL's single-turn reward is ``0.5·acc + 0.5·(format·coordinate)``, where ``coordinate`` means the
 ``<think>`` cites at least one integer point; its multi-turn format bonus counts *unique* points,
-two points being the same when they are under 10 pixels apart.  These helpers compute exactly those
-terms so every env in this plugin scores grounding the same way.
+two points being the same when they are under 10 pixels apart
+(:func:`vista_plugin_judges.points.unique_points`).  These helpers compute exactly those terms so every env in this plugin scores grounding the same way.
 """
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 _POINT = re.compile(r"\(\s*(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)\s*\)")
 _INT_POINT = re.compile(r"\(\s*(-?\d+)\s*,\s*(-?\d+)\s*\)")
-UNIQUE_DISTANCE_PX = 10.0
 MAX_SCAN_CHARS = 20_000
 
 
@@ -22,16 +20,6 @@ def points_in(text: str, integers_only: bool = False) -> list[tuple[float, float
     """Every ``(x, y)`` in ``text`` (the first 20,000 characters: a runaway response costs nothing)."""
     pattern = _INT_POINT if integers_only else _POINT
     return [(float(x), float(y)) for x, y in pattern.findall(text[:MAX_SCAN_CHARS])]
-
-
-def unique_points(points: Iterable[Sequence[float]], min_distance: float = UNIQUE_DISTANCE_PX) -> list[tuple[float, float]]:
-    """Points with near-duplicates (closer than ``min_distance``) dropped, first occurrence kept."""
-    kept: list[tuple[float, float]] = []
-    for point in points:
-        x, y = float(point[0]), float(point[1])
-        if all(math.hypot(x - kx, y - ky) >= min_distance for kx, ky in kept):
-            kept.append((x, y))
-    return kept
 
 
 def think_points(thinks: Iterable[str], integers_only: bool = True) -> list[tuple[float, float]]:
@@ -42,9 +30,11 @@ def think_points(thinks: Iterable[str], integers_only: bool = True) -> list[tupl
     return found
 
 
-def format_bonus(unique_count: int, per_extra: float = 0.2) -> float:
-    """ViGoRL multi-turn format score: 1 + 0.2 per unique point beyond the first (0 points: 1)."""
-    return 1.0 + per_extra * max(0, unique_count - 1)
+def format_bonus(unique_count: int, cap: int, per_extra: float = 0.2) -> float:
+    """ViGoRL multi-turn format score: 1 + 0.2 per unique point beyond the first (0 points: 1), the
+    points counted up to ``cap``.  ViGoRL's scorer has no explicit cap, but its turn limit bounds the
+    zooms an episode can make; without one a policy farms the bonus by zooming everywhere."""
+    return 1.0 + per_extra * max(0, min(unique_count, cap) - 1)
 
 
 def parse_point(text: str) -> tuple[float, float] | None:

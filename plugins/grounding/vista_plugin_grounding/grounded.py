@@ -10,7 +10,10 @@ is implicit: an answer with a broken format never reaches judging (it is feedbac
 1).  As in ViGoRL's ``point_in_bbox_multicrop.py`` / ``string_match_multiturn.py``, only the zoom
 calls' coordinates count, not points written in ``<think>``: otherwise a reply earns the bonus by
 writing one place and zooming at another.  Tool turns the rollout engine runs arrive through
-``observe_tool_turn``.
+``observe_tool_turn``.  Only calls the env accepted count (no errored call, none past the image
+budget), only points inside the shown image, and at most ``bonus_points`` of them (4, as the
+``vigorl/multiturn`` judge): ViGoRL's turn limit bounds its bonus the same way, and without a bound
+a policy learns to zoom everywhere for reward.
 
 As in ViGoRL, intermediate points are never rewarded for being *right*; whether any lands on the
 objects the question is about is reported as ``info["grounded"]`` (a metric only).
@@ -28,9 +31,10 @@ from typing import Any, Literal, get_args
 
 from pydantic import Field, model_validator
 from vista_plugin_judges.boxes import point_in_box
+from vista_plugin_judges.points import unique_points
 from vista_plugin_vqa.base import QAEnvConfig, ToolQAEnv
 
-from vista_plugin_grounding.coords import format_bonus, think_points, unique_points
+from vista_plugin_grounding.coords import format_bonus, think_points
 from vista_rl import ParsedResponse
 
 GroundingReward = Literal["single_turn", "multi_turn"]
@@ -62,6 +66,8 @@ class GroundedConfig(QAEnvConfig):
     coordinate_reward: float = Field(0.5, ge=0.0, description="weight of the grounded-format term "
                                                                 "(multi_turn default 0.4)")
     unique_distance: float = Field(10.0, gt=0, description="points closer than this count once (pixels)")
+    bonus_points: int = Field(4, ge=1, le=16, description="multi_turn: unique zoom points the format bonus counts "
+                              "at most (ViGoRL's turn limit bounds them; vigorl/multiturn's max_coordinates)")
 
     @model_validator(mode="before")
     @classmethod
@@ -96,7 +102,7 @@ class GroundedQAEnv(ToolQAEnv):
             term = 1.0 if unique else 0.0
         else:  # ViGoRL multi-turn: the zoom calls' coordinates only
             unique = unique_points(self.call_coordinates(), self.config.unique_distance)
-            term = format_bonus(len(unique))
+            term = format_bonus(len(unique), self.config.bonus_points)
         boxes = (self.problem.info.get("target_boxes") if self.problem else None) or []
         grounded = any(point_in_box(p, box) for p in points for box in boxes)
         return self.config.coordinate_reward * term, {

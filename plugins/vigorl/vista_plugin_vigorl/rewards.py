@@ -19,13 +19,12 @@ judged for correctness, only counted (ViGoRL rewards outcome and format only).
 from __future__ import annotations
 
 import json
-import math
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from vista_plugin_judges.boxes import point_in_box, read_numbers
+from vista_plugin_judges.points import unique_points
 
 from vista_rl import Judge, JudgeResult
 
@@ -95,16 +94,6 @@ def single_turn_format(text: str) -> bool:
 def find_coordinates(text: str) -> list[tuple[int, int]]:
     """Integer ``(x, y)`` points in order of appearance."""
     return [(int(x), int(y)) for x, y in COORDINATE.findall(text)]
-
-
-def unique_points(points: Sequence[Sequence[float]], min_distance: float = 10.0) -> list[tuple[float, float]]:
-    """Points kept greedily in order: a point counts when it is at least ``min_distance`` pixels
-    (Euclidean) from every point kept before it."""
-    kept: list[tuple[float, float]] = []
-    for x, y in points:
-        if all(math.hypot(x - kx, y - ky) >= min_distance for kx, ky in kept):
-            kept.append((float(x), float(y)))
-    return kept
 
 
 def coordinate_bonus(unique: int, per_point: float = 0.2, cap: int | None = None) -> float:

@@ -113,6 +113,20 @@ def test_grounding_reward_needs_a_point_on_the_target():
     assert miss.reward == pytest.approx(1.0) and not miss.info["grounded"]
 
 
+def test_visual_search_pays_precision_not_a_grid_of_guesses() -> None:
+    """A ``<think>`` that names every place on a grid used to hit the target somewhere and earn the
+    whole grounding reward; now it earns its hit rate."""
+    env = vista_rl.make_env(ENV)
+    _, info = env.reset(seed=5)
+    grid = " ".join(f"({x}, {y})" for x in range(8, 512, 16) for y in range(8, 512, 16))
+    result = env.step(f"<think>It is at one of {grid}.</think><answer>{info['answer']}</answer>")
+    assert result.info["grounded"] and result.reward < 1.0 + 0.05
+    env.reset(seed=5)
+    x, y = info["target_point"]
+    honest = env.step(f"<think>At ({x}, {y}) I see it.</think><answer>{info['answer']}</answer>")
+    assert honest.reward == pytest.approx(1.5)
+
+
 def test_image_and_turn_caps():
     env = vista_rl.make_env(ENV, max_images=3, max_turns=4)
     _, info = env.reset(seed=0)

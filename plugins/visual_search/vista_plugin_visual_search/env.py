@@ -3,8 +3,9 @@
 The model sees the 1536x1536 scene downscaled (512x512 by default), in which the target's attribute
 is not legible.  It reasons with ``(x, y)`` points in ``<think>`` and zooms with ``crop_zoom`` (which
 cuts from the full-resolution original; coordinates are in the shown image's pixels), then answers.
-Reward: the answer reward (with the answer-attempt factor) plus a grounding reward when any point
-the model named (in ``<think>`` or a tool call) falls inside the target's box.  Images and turns are
+Reward: the answer reward (with the answer-attempt factor) plus a grounding reward scaled by the
+share of the distinct points the model named (in ``<think>`` or a tool call) that fall inside the
+target's box, so naming many places earns less, not more.  Images and turns are
 capped as in ViGoRL (5 images, full view + crops).
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 from PIL import Image
 from pydantic import Field
 from vista_plugin_judges.boxes import point_in_box
+from vista_plugin_judges.points import unique_points
 from vista_plugin_vqa.base import Problem, QAEnvConfig, ToolQAEnv
 
 from vista_plugin_visual_search.scene import (
@@ -27,6 +29,8 @@ from vista_plugin_visual_search.scene import (
 )
 from vista_rl import ParsedResponse
 
+#: Two named points closer than this (shown pixels) are one place, as in ViGoRL's unique-point rule.
+DISTINCT_PLACE_PX = 10.0
 POINT_RE = re.compile(r"\(\s*(-?\d+(?:\.\d+)?)\s*,\s*(-?\d+(?:\.\d+)?)\s*\)")
 
 
@@ -96,13 +100,18 @@ class VisualSearchEnv(ToolQAEnv):
         return points
 
     def extra_reward(self, parsed: ParsedResponse, final: bool) -> tuple[float, dict[str, Any]]:
+        """``grounding_reward`` times the share of the distinct places the model named that are on
+        the target.  Paying for *any* hit would pay a reply that names a grid of points over the whole
+        image; paying for precision pays only a model that knows where the target is."""
         assert self.problem is not None
         box = self.problem.info["target_box"]
-        hits = [p for p in self.named_points()
+        named = unique_points(self.named_points(), DISTINCT_PLACE_PX)
+        hits = [p for p in named
                 if point_in_box((p[0] * self.scale, p[1] * self.scale), box, self.config.grounding_margin)]
-        grounded = bool(hits)
-        return (self.config.grounding_reward if grounded else 0.0), {
-            "grounded": grounded, "points_named": len(self.named_points()), "zooms": len(self.tool_calls)}
+        precision = len(hits) / len(named) if named else 0.0
+        return self.config.grounding_reward * precision, {
+            "grounded": bool(hits), "grounding_precision": precision, "points_named": len(named),
+            "zooms": len(self.tool_calls)}
 
     def oracle_tool_call(self) -> dict[str, Any] | None:
         assert self.problem is not None

@@ -122,17 +122,25 @@ class ToolQAEnv(Env):
 
     # ------------------------------------------------------------------------ state
     def call_coordinates(self) -> list[tuple[float, float]]:
-        """The ``coordinate`` argument of every tool call so far, as (x, y) floats; calls without a
-        usable one (missing, wrong length, not numbers) are skipped.  Grounding rewards count these
-        beside the points written in ``<think>``."""
+        """The ``coordinate`` argument of every accepted tool call so far, as (x, y) floats, when it
+        names a point inside the first shown image (the image a zoom cuts from unless its ``image``
+        argument says otherwise).  Calls without a usable one (missing, wrong length, not numbers),
+        on another image, or off the image are skipped: a point off the image names no place, so it
+        must not earn a grounding reward.  Grounding rewards count these beside the points written
+        in ``<think>``."""
+        width, height = self.problem.images[0].size if self.problem and self.problem.images else (0, 0)
         points: list[tuple[float, float]] = []
         for call in self.tool_calls:
-            coordinate = (call.get("arguments") or {}).get("coordinate")
-            if isinstance(coordinate, (list, tuple)) and len(coordinate) == 2:
-                try:
-                    points.append((float(coordinate[0]), float(coordinate[1])))
-                except (TypeError, ValueError):
-                    continue
+            arguments = call.get("arguments") or {}
+            coordinate = arguments.get("coordinate")
+            if arguments.get("image", 0) != 0 or not isinstance(coordinate, (list, tuple)) or len(coordinate) != 2:
+                continue
+            try:
+                x, y = float(coordinate[0]), float(coordinate[1])
+            except (TypeError, ValueError, OverflowError):
+                continue
+            if 0 <= x < width and 0 <= y < height:  # NaN fails both
+                points.append((x, y))
         return points
 
     def _reset_state(self) -> None:
@@ -267,18 +275,26 @@ class ToolQAEnv(Env):
 
     def observe_tool_turn(self, response: str, calls: Sequence[ToolCallRecord]) -> None:
         """A tool turn the rollout engine ran (it never reached :meth:`step`): its ``<think>`` goes
-        into ``responses`` and its calls of this env's tools into ``tool_calls``, as a tool turn through
-        ``step`` would record them, so rewards over the whole chain (grounded points, visual search's
-        named points) see every turn.  Not a turn or an answer attempt: ``turns``, ``attempts`` and
-        the episode's end are untouched."""
+        into ``responses`` and the calls :meth:`step` would have accepted into ``tool_calls``, so
+        rewards over the whole chain (grounded points, visual search's named points) see every turn.
+        Not a turn or an answer attempt: ``turns``, ``attempts`` and the episode's end are untouched.
+
+        What counts is what ``step`` counts, never more: a call that errored, names a tool this env
+        does not offer, or has no argument object is ignored, and calls past the image budget
+        (``max_images``; a call costs its images, at least one) are dropped, as ``step`` refuses them.
+        A policy that spams calls therefore cannot raise a reward that counts calls or points."""
         if self.done or self.problem is None:
             return
         self.responses.append(parse_response(response if isinstance(response, str) else str(response),
                                              self.response_format))
         for call in calls:
-            if call.name in self.tools and isinstance(call.arguments, dict):
-                self.tool_calls.append({"name": call.name, "arguments": call.arguments})
-                self.image_budget_used += max(int(call.num_images), 0)
+            if call.error or call.name not in self.tools or not isinstance(call.arguments, dict):
+                continue
+            cost = max(call.num_images, 1) if isinstance(call.num_images, int) else 1
+            if self.image_budget_used + cost > self.config.max_images:
+                break
+            self.tool_calls.append({"name": call.name, "arguments": call.arguments})
+            self.image_budget_used += cost
 
     def _tool(self, tool_id: str) -> vista_rl.Tool:
         if tool_id not in self._tools:
