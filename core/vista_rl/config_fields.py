@@ -15,6 +15,8 @@ file-existence oracle.  So there is ONE rule, applied here for every env, not a 
      ``images`` are references the server resolves itself, inside a root its operator declared
      (:func:`resolve_record_image`), or inline ``data:image/...;base64,`` images.
    - :data:`PlainText`: free text (a question, a level map); exempt from the reference rule below.
+   - :class:`NonCodePrefixes`: beside ``ImportTarget``, the value prefixes that name no code
+     (``hf:``), for the run-config check of :mod:`vista_rl.import_targets`.
 
 2. **A safe default for everything unmarked**, so a plugin that adds a ``str`` path field and forgets
    the marker is still covered: every client string (values and keys, at any depth) that reads like a
@@ -59,6 +61,14 @@ class ServerOnly:
     """Marker: the field names code or a host resource, so only the server's operator may set it."""
 
     why: str = "is set only by whoever runs the server"
+
+
+@dataclass(frozen=True)
+class NonCodePrefixes:
+    """Marker beside :data:`ImportTarget`: values that start with one of these prefixes name something
+    other than code (``hf:`` a hub model), so :mod:`vista_rl.import_targets` does not count them."""
+
+    prefixes: tuple[str, ...]
 
 
 @dataclass(frozen=True)

@@ -95,7 +95,7 @@ class CountingEncoder:
                          for image in images])
 
 
-def make_counting_encoder():
+def make_counting_encoder() -> CountingEncoder:
     return CountingEncoder()
 
 

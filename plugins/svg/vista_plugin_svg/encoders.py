@@ -8,8 +8,15 @@ the encoder is named in the config and loaded on first use:
 * ``"hf:<name-or-path>"`` or a local folder: any Hugging Face vision backbone with an image processor
   (``facebook/dinov2-small``, a DINOv2/ViT/CLIP-vision checkpoint folder).  The embedding is the
   pooled output, or the CLS token when the model has no pooler;
-* ``"<module>:<callable>"``: a factory returning any object with ``embed(images) -> array (N, D)``;
-  wrap DreamSim (or anything else) this way.
+* ``"<module>:<callable>"``: a class with ``embed(images) -> array (N, D)``, or a function annotated
+  to return one (``-> VisionEncoder``), called with no arguments; wrap DreamSim (or anything else)
+  this way.
+
+A ``module:callable`` is code the run config names (a :data:`vista_rl.config_fields.ImportTarget`
+field): its shape is checked when the config is validated, and what it names is checked to be an
+encoder class or an encoder-returning function after the import and BEFORE it is called, so a
+config cannot make the env call an arbitrary function (``os:abort``) just to find out it was not
+an encoder.
 
 torch and transformers load only when an embedding score is asked for.
 """
@@ -17,10 +24,13 @@ torch and transformers load only when an embedding score is asked for.
 from __future__ import annotations
 
 import functools
-import importlib
-from collections.abc import Sequence
+import inspect
+import pkgutil
+import re
+import typing
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 from PIL import Image
@@ -79,21 +89,81 @@ def tiny_random_dinov2(seed: int = 0, image_size: int = 56) -> HFVisionEncoder:
     return HFVisionEncoder(model, processor)
 
 
+#: ``package.module:factory``, the shape a code-naming encoder spec must have
+_FACTORY = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*$")
+#: encoder specs that name no code (the run-config check skips them; see vista_rl.import_targets)
+NON_CODE_PREFIXES = ("hf:",)
+EncoderKind = Literal["tiny-random", "hf", "folder", "factory"]
+_FORMS = "'tiny-random', 'hf:<name-or-path>', a model folder, or '<module>:<factory>'"
+
+
+def encoder_kind(spec: str) -> EncoderKind:
+    """What ``spec`` names, from its shape alone (nothing imported or opened); ``ValueError`` when it
+    is none of the accepted forms.  A string that is neither is taken as a model folder, whose
+    existence is checked when the encoder loads."""
+    if spec == "tiny-random":
+        return "tiny-random"
+    if spec.startswith("hf:"):
+        if not spec[3:].strip():
+            raise ValueError(f"encoder {spec!r}: 'hf:' needs a model name or path after it")
+        return "hf"
+    if _FACTORY.match(spec):
+        return "factory"
+    if ":" in spec and not any(sep in spec for sep in ("/", "\\")):
+        raise ValueError(f"encoder {spec!r} is not a valid '<module>:<factory>' (dotted Python names); "
+                         f"use {_FORMS}")
+    return "folder"
+
+
+def check_encoder_factory(spec: str, factory: Any) -> Callable[[], Any]:
+    """``factory`` (what ``spec`` imported) if it is an encoder class or a function annotated to
+    return one and callable with no arguments; ``TypeError`` otherwise.  Runs before the call, so a
+    config that names any other callable (``os:abort``, ``subprocess:Popen``) never gets it called."""
+    made: Any
+    if isinstance(factory, type):
+        made, what = factory, f"class {factory.__qualname__}"
+    elif inspect.isfunction(factory) or inspect.ismethod(factory):
+        try:
+            made = typing.get_type_hints(factory).get("return")
+        except Exception:  # noqa: BLE001 - an unresolvable annotation is no declared encoder
+            made = None
+        what = f"function {factory.__qualname__}"
+        if not isinstance(made, type):
+            raise TypeError(f"encoder factory {spec!r} is a {what} without a return annotation naming an encoder "
+                            "class; annotate it (-> VisionEncoder, or your class with embed(images)) so that it "
+                            "can be checked before it is called")
+    else:
+        raise TypeError(f"encoder factory {spec!r} names a {type(factory).__name__}, not a class with "
+                        "embed(images) or a function returning one; it was not called")
+    if not callable(getattr(made, "embed", None)):
+        raise TypeError(f"encoder factory {spec!r} is a {what} whose {made.__qualname__} has no embed(images); "
+                        "it was not called")
+    try:
+        inspect.signature(factory).bind()
+    except TypeError as exc:
+        raise TypeError(f"encoder factory {spec!r} must be callable with no arguments ({exc}); it was not called") \
+            from None
+    except ValueError:  # pragma: no cover - no signature to read: the call itself decides
+        pass
+    return typing.cast(Callable[[], Any], factory)
+
+
 @functools.lru_cache(maxsize=4)
 def load_encoder(spec: str, device: str = "cpu") -> VisionEncoder:
-    """The encoder named by ``spec`` (see the module docstring), loaded once per process."""
-    if spec == "tiny-random":
+    """The encoder named by ``spec`` (see the module docstring), loaded once per process.  The
+    shape of ``spec`` is checked before anything is imported, and what a ``module:factory`` names
+    before it is called (:func:`check_encoder_factory`)."""
+    kind = encoder_kind(spec)
+    if kind == "tiny-random":
         return tiny_random_dinov2()
-    if spec.startswith("hf:"):
+    if kind == "hf":
         return HFVisionEncoder.from_pretrained(spec[3:], device)
     if Path(spec).is_dir():
         return HFVisionEncoder.from_pretrained(spec, device)
-    if ":" in spec:
-        module, _, name = spec.partition(":")
-        factory = getattr(importlib.import_module(module), name)
-        encoder = factory()
-        if not isinstance(encoder, VisionEncoder):
-            raise TypeError(f"encoder factory {spec!r} returned {type(encoder).__name__}, which has no embed(images)")
-        return encoder
-    raise ValueError(f"unknown encoder {spec!r}: use 'tiny-random', 'hf:<name-or-path>', a model folder, "
-                     "or '<module>:<factory>'")
+    if kind == "folder":
+        raise ValueError(f"unknown encoder {spec!r}: no such model folder; use {_FORMS}")
+    factory = check_encoder_factory(spec, pkgutil.resolve_name(spec))
+    encoder = factory()
+    if not isinstance(encoder, VisionEncoder):
+        raise TypeError(f"encoder factory {spec!r} returned {type(encoder).__name__}, which has no embed(images)")
+    return encoder

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from PIL import Image
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from vista_plugin_svg.encoders import VisionEncoder, load_encoder
+from vista_plugin_svg.encoders import NON_CODE_PREFIXES, VisionEncoder, encoder_kind, load_encoder
 from vista_plugin_svg.render import (
     RenderLimits,
     RenderPool,
@@ -103,7 +103,9 @@ class SvgEnvConfig(BaseModel):
     ssim_weight: float = Field(1.0, ge=0.0)
     embedding_weight: float = Field(0.0, ge=0.0)
     relative_to_blank: bool = Field(True, description="rescale pixel and SSIM so an empty white canvas scores 0")
-    encoder: Annotated[str | None, config_fields.ImportTarget] = Field(None, description="'tiny-random', 'hf:<name-or-path>', a folder, or 'module:factory'")
+    encoder: Annotated[str | None, config_fields.ImportTarget, config_fields.NonCodePrefixes(NON_CODE_PREFIXES)] = Field(
+        None, description="'tiny-random', 'hf:<name-or-path>', a folder, or 'module:factory' (code the config names: "
+        "an encoder class, or a function annotated to return one)")
     encoder_device: str = "cpu"
     show_target_each_turn: bool = Field(False, description="repeat the target image in every observation")
     max_svg_chars: int = Field(100_000, ge=100)
@@ -114,6 +116,14 @@ class SvgEnvConfig(BaseModel):
     renderer: Literal["pool", "worker", "one_shot"] = Field(
         "pool", description="capped renderer processes shared by the process's envs, one per env, or one per render")
     render_workers: int = Field(2, ge=1, le=64, description="size of the shared pool (renderer='pool')")
+
+    @field_validator("encoder")
+    @classmethod
+    def _encoder_shape(cls, value: str | None) -> str | None:
+        """A malformed encoder fails with the config, before the first embedding imports anything."""
+        if value is not None:
+            encoder_kind(value)
+        return value
 
     @model_validator(mode="after")
     def _consistent(self) -> SvgEnvConfig:
