@@ -132,3 +132,101 @@ def test_check_estimator_catches_mask_leaks():
         check_estimator(leaky)
     with pytest.raises(CheckFailure, match="shape"):
         check_estimator(wrong_shape)
+
+
+# ---------------------------------------------------------------- what a passing check lists (issue 39)
+def test_check_judge_lists_what_it_checked():
+    """A judge that passes every check used to get ``passed=[]``: the report now names each check."""
+    report = check_judge(ExactMatchJudge(), "cat", wrong=["dog", "cats"])
+    assert report.problems == [] and len(report.passed) == 3, report.passed
+    assert any("max_score" in what for what in report.passed)
+    assert any("2 wrong predictions" in what for what in report.passed)
+    assert any("garbage predictions" in what for what in report.passed)
+
+
+def test_a_failing_judge_lists_only_what_passed():
+    class Generous(ExactMatchJudge):
+        def score(self, prediction, reference, **context):
+            result = super().score(prediction, reference)
+            result.score = 1.0
+            return result
+
+    with pytest.raises(CheckFailure) as info:
+        check_judge(Generous(), "cat", wrong=["dog"])
+    assert info.value.report is not None
+    assert not any("wrong predictions" in what for what in info.value.report.passed)
+    assert any("max_score" in what for what in info.value.report.passed)
+
+
+def test_check_tool_and_check_env_list_what_they_checked():
+    tool_report = check_tool(Zoom(), {"x": 1, "y": 2})
+    assert len(tool_report.passed) == 5, tool_report.passed  # schema + four argument cases
+    env_report = check_env(GoodEnv, cross_process=False)
+    assert any("oracle action" in what for what in env_report.passed)
+    assert any("garbage actions" in what for what in env_report.passed)
+    assert any("close()" in what for what in env_report.passed)
+
+
+# ------------------------------------------------------- content in one corner of a canvas (issue 39)
+class CorneredMaze(GoodEnv):
+    """The renderer bug of issue 39: a 64x64 scene pasted into the top-left of a 256x256 black canvas."""
+
+    canvas, corner = 256, (0, 0)
+
+    def reset(self, seed=None):
+        super().reset(seed)
+        scene = Image.new("RGB", (64, 64), "white")
+        rng = random.Random(seed)
+        for _ in range(6):
+            x, y = rng.randrange(60), rng.randrange(60)
+            scene.paste((0, 0, 0), (x, y, x + 4, y + 4))
+        image = Image.new("RGB", (self.canvas, self.canvas), "black")
+        image.paste(scene, self.corner)
+        return Observation("<image> where is the exit?", [image]), {}
+
+
+class CorneredBottomRight(CorneredMaze):
+    corner = (192, 192)
+
+
+class DotAnywhere(GoodEnv):
+    """A small dot at a random place on a white canvas: sparse, but not a rendering bug."""
+
+    def reset(self, seed=None):
+        super().reset(seed)
+        rng = random.Random(seed)
+        image = Image.new("RGB", (128, 64), "white")
+        x, y = rng.randrange(10, 110), rng.randrange(10, 50)
+        image.paste((0, 0, 0), (x, y, x + 8, y + 8))
+        return Observation("<image> left or right?", [image]), {}
+
+
+@pytest.mark.parametrize(("env", "corner"), [(CorneredMaze, "top-left"), (CorneredBottomRight, "bottom-right")])
+def test_content_in_one_corner_of_a_constant_canvas_is_a_warning(env, corner):
+    from vista_rl_sdk import CheckWarning
+
+    with pytest.warns(CheckWarning, match=corner):
+        report = check_env(env, cross_process=False)
+    assert report.problems == []  # a warning, not a failure
+    (warning,) = report.warnings
+    assert "64x64 pixels" in warning and "(0, 0, 0)" in warning and "--sheet" in warning
+
+
+@pytest.mark.parametrize("env", [GoodEnv, DotAnywhere])
+def test_plain_or_sparse_images_are_not_warned_about(env, recwarn):
+    report = check_env(env, cross_process=False)
+    assert report.warnings == [] and not recwarn.list
+
+
+def test_cornered_content_needs_every_seed_and_a_constant_border():
+    from vista_rl_sdk.image_checks import cornered_content, cornered_everywhere
+
+    cornered, _ = CorneredMaze().reset(seed=1)
+    noisy = cornered.images[0].copy()
+    noisy.putpixel((250, 250), (1, 2, 3))  # the border is not one colour: content reaches the far corner
+    assert cornered_content(cornered.images[0]) is not None
+    assert cornered_content(noisy) is None
+    full, _ = GoodEnv().reset(seed=1)
+    assert cornered_everywhere([[cornered.images[0]], [cornered.images[0]]])
+    assert cornered_everywhere([[cornered.images[0]], [noisy]]) == []
+    assert cornered_everywhere([[full.images[0]]]) == []

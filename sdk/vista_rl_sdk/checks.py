@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +30,7 @@ from vista_rl import (
     resolve_import_path,
 )
 from vista_rl_sdk.fresh_process import call_in_fresh_process
+from vista_rl_sdk.image_checks import cornered_everywhere, describe
 
 #: Hostile model outputs by name, for plugin tests that assert what an env answers to each one
 #: (``pytest.mark.parametrize("action", ADVERSARIAL_ACTIONS.values(), ids=ADVERSARIAL_ACTIONS.keys())``).
@@ -54,6 +56,8 @@ GARBAGE_ACTIONS: tuple[str, ...] = (
     "x" * 100_000,
     *ADVERSARIAL_ACTIONS.values(),
 )
+#: What ``check_judge`` scores besides the given predictions: none may raise or leave ``[0, max_score]``.
+GARBAGE_PREDICTIONS: tuple[Any, ...] = (None, "", "x" * 1_000_000, {"a": 1}, "<answer>", float("nan"))
 INVALID_ACTION = "<think>hmm</think><answer>definitely-not-a-valid-action-xyz</answer>"
 #: How ``check_env`` phrases one declared action for an env without ``action_response``: the
 #: response formats of the core's parsers, tried in order until the env reports ``format_ok``.
@@ -68,19 +72,31 @@ ACTION_PHRASINGS: tuple[str, ...] = (
 )
 
 
-class CheckFailure(AssertionError):
-    """A conformance check found problems; ``problems`` lists them all."""
+class CheckWarning(UserWarning):
+    """A conformance check found something suspicious that is not a failure (pytest lists these in its
+    warnings summary)."""
 
-    def __init__(self, subject: str, problems: list[str]) -> None:
+
+class CheckFailure(AssertionError):
+    """A conformance check found problems; ``problems`` lists them all, ``report`` (when the check
+    made one) also what passed."""
+
+    def __init__(self, subject: str, problems: list[str], report: CheckReport | None = None) -> None:
         self.problems = problems
+        self.report = report
         super().__init__(f"{subject} failed {len(problems)} check(s):\n- " + "\n- ".join(problems))
 
 
 @dataclass
 class CheckReport:
+    """What a check found: ``passed`` names each check that passed (so a report shows what was
+    checked, not only what failed), ``problems`` the failures, ``warnings`` what looked wrong but
+    does not fail."""
+
     subject: str
     passed: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     def ok(self, what: str) -> None:
         self.passed.append(what)
@@ -88,9 +104,14 @@ class CheckReport:
     def fail(self, what: str) -> None:
         self.problems.append(what)
 
+    def warn(self, what: str) -> None:
+        """Record a warning and emit it as a :class:`CheckWarning`, so a test run shows it."""
+        self.warnings.append(what)
+        warnings.warn(CheckWarning(f"{self.subject}: {what}"), stacklevel=3)
+
     def raise_if_failed(self) -> CheckReport:
         if self.problems:
-            raise CheckFailure(self.subject, self.problems)
+            raise CheckFailure(self.subject, self.problems, report=self)
         return self
 
 
@@ -212,6 +233,15 @@ def _try_declared_actions(report: CheckReport, env: Env, actions: list[str],
         report.ok(f"each of the {len(actions)} declared actions was stepped once")
 
 
+def _warn_about_cornered_images(report: CheckReport, first_images: list[list[Image.Image]], env_id: str) -> None:
+    """Warn when an image's content fills only a corner of a constant canvas on every seed."""
+    try:
+        for index, content in cornered_everywhere(first_images):
+            report.warn(describe(index, first_images[0][index].size, content, env_id))
+    except Exception as exc:  # noqa: BLE001 - a heuristic must never fail a check
+        report.warn(f"could not inspect the observation images: {type(exc).__name__}: {exc}")
+
+
 def check_env(
     env: EnvFactory,
     config: dict[str, Any] | None = None,
@@ -248,11 +278,14 @@ def check_env(
         report.fail(f"system_prompt() raised {type(exc).__name__}: {exc}")
 
     local: list[str] = []
+    first_images: list[list[Image.Image]] = []
+    before = len(report.problems)
     for seed in seeds:
         try:
             first, info = instance.reset(seed=seed)
             if not _check_observation(report, first, f"reset(seed={seed})"):
                 continue
+            first_images.append(list(first.images))
             if not isinstance(info, dict):
                 report.fail(f"reset(seed={seed}) info is {type(info).__name__}, not dict")
             local.append(observation_fingerprint(first))
@@ -262,8 +295,10 @@ def check_env(
                 report.fail(f"reset(seed={seed}) is not deterministic: two resets gave different observations")
         except Exception as exc:  # noqa: BLE001
             report.fail(f"reset(seed={seed}) raised {type(exc).__name__}: {exc}")
-    if len(local) == len(seeds):
-        report.ok("reset is deterministic within the process")
+    if len(local) == len(seeds) and len(report.problems) == before:
+        report.ok(f"reset is deterministic within the process ({len(seeds)} seeds)")
+        report.ok("every first observation has one <image> placeholder per image")
+    _warn_about_cornered_images(report, first_images, env if isinstance(env, str) else "ENV_ID")
 
     path = _factory_path(env)
     if cross_process and path is not None and len(local) == len(seeds):
@@ -293,11 +328,14 @@ def check_env(
             except Exception as exc:  # noqa: BLE001
                 report.fail(f"oracle_response() raised {type(exc).__name__}: {exc}")
         if action is not None:
+            before = len(report.problems)
             result = _check_step(report, instance, action, "valid")
             if result is not None and result.info.get("action_valid") is False:
                 report.fail("the valid (oracle) action was reported as action_valid=False")
             if result is not None and result.info.get("error"):
                 report.fail(f"the valid (oracle) action failed inside the env: {str(result.info['error'])[:300]}")
+            if result is not None and len(report.problems) == before:
+                report.ok(f"the {'oracle' if valid_action is None else 'given valid'} action steps without error")
         elif declared_actions(instance):
             _try_declared_actions(report, instance, declared_actions(instance), fresh)
         else:
@@ -306,13 +344,20 @@ def check_env(
         result = _check_step(report, instance, INVALID_ACTION, "invalid")
         if result is not None and result.info.get("action_valid") is True:
             report.fail("an invalid action was reported as action_valid=True")
+        elif result is not None:
+            report.ok("an invalid action is feedback, not an exception")
+    before = len(report.problems)
+    stepped = 0
     for garbage in GARBAGE_ACTIONS:
         if fresh() is None:
             break
-        _check_step(report, instance, garbage, f"garbage {garbage[:20]!r}")
+        stepped += _check_step(report, instance, garbage, f"garbage {garbage[:20]!r}") is not None
+    if stepped == len(GARBAGE_ACTIONS) and len(report.problems) == before:
+        report.ok(f"{stepped} garbage actions neither raise nor give a non-finite reward")
     try:
         instance.close()
         instance.close()
+        report.ok("close() is safe to call twice")
     except Exception as exc:  # noqa: BLE001
         report.fail(f"close() raised {type(exc).__name__}: {exc} (it must be safe to call twice)")
     return report.raise_if_failed()
@@ -338,6 +383,8 @@ def check_tool(
         json.dumps(schema)
     except Exception as exc:  # noqa: BLE001
         report.fail(f"openai_schema() failed: {type(exc).__name__}: {exc}")
+    if not report.problems:
+        report.ok("openai_schema() is a JSON-serialisable OpenAI function entry")
     wrong_types: dict[str, Any] = {key: {"nested": ["junk"]} for key in valid_arguments} or {"junk": 1}
     cases: list[tuple[str, Any, bool]] = [
         ("valid", valid_arguments, False),
@@ -346,6 +393,7 @@ def check_tool(
         ("wrong-types", wrong_types, True),
     ]
     for label, arguments, expect_error in cases:
+        before = len(report.problems)
         try:
             result = tool(arguments, context)
         except Exception as exc:  # noqa: BLE001
@@ -362,6 +410,8 @@ def check_tool(
             report.fail(f"{label} result must hold text (str) and PIL images")
         if expect_error and result.error and not result.text.strip():
             report.fail(f"{label} arguments gave an error result without a message")
+        if len(report.problems) == before:
+            report.ok(f"{label} arguments give {'an error result with a message' if expect_error else 'a result'}")
     return report.raise_if_failed()
 
 
@@ -382,8 +432,11 @@ def check_judge(
         best = judge.score(reference if correct is None else correct, reference, **context).score
         if not math.isclose(best, top, rel_tol=1e-9, abs_tol=1e-9):
             report.fail(f"the correct prediction scored {best}, expected max_score {top}")
+        else:
+            report.ok(f"the {'reference' if correct is None else 'correct prediction'} scores max_score {top}")
     except Exception as exc:  # noqa: BLE001
         report.fail(f"scoring the correct prediction raised {type(exc).__name__}: {exc}")
+    before = len(report.problems)
     for prediction in wrong:
         try:
             score = judge.score(prediction, reference, **context).score
@@ -391,13 +444,19 @@ def check_judge(
                 report.fail(f"wrong prediction {prediction!r} scored {score}, not less than {top}")
         except Exception as exc:  # noqa: BLE001
             report.fail(f"scoring {prediction!r} raised {type(exc).__name__}: {exc}")
-    for garbage in (None, "", "x" * 1_000_000, {"a": 1}, "<answer>", float("nan")):
+    if wrong and len(report.problems) == before:
+        report.ok(f"each of the {len(wrong)} wrong predictions scores less than {top}")
+    before = len(report.problems)
+    for garbage in GARBAGE_PREDICTIONS:
         try:
             score = judge.score(garbage, reference, **context).score
             if not (math.isfinite(score) and -1e-9 <= score <= top + 1e-9):
                 report.fail(f"garbage prediction {str(garbage)[:20]!r} scored {score}, outside [0, {top}]")
         except Exception as exc:  # noqa: BLE001
             report.fail(f"garbage prediction {str(garbage)[:20]!r} raised {type(exc).__name__}: {exc}")
+    if len(report.problems) == before:
+        report.ok(f"{len(GARBAGE_PREDICTIONS)} garbage predictions (None, empty, 1 MB, a dict, a bare tag, NaN) "
+                  f"neither raise nor leave [0, {top}]")
     return report.raise_if_failed()
 
 

@@ -1,4 +1,5 @@
-"""vista-rl-sdk's own VISTA plugin (entry point ``sdk``): adds ``vista new`` to the command line.
+"""vista-rl-sdk's own VISTA plugin (entry point ``sdk``): adds ``vista new`` and ``vista check-env`` to
+the command line.
 
 Kept import-light: click and the scaffold module load only when the CLI is built.
 """
@@ -15,6 +16,8 @@ if TYPE_CHECKING:
 
 @vista_rl.hookimpl
 def register_commands(cli: click.Group) -> None:
+    from vista_rl_sdk.check_command import check_env_command
     from vista_rl_sdk.scaffold import new_command
 
     cli.add_command(new_command)
+    cli.add_command(check_env_command)
