@@ -37,6 +37,14 @@ class MlflowLogger(MetricsLogger):
         self.client: Any = None
         self.run_id: str | None = None
 
+    def destination(self, run_dir: Path) -> str:
+        """The tracking URI the run's config and metrics go to (the run engine prints it at start
+        when it is remote or outside ``run_dir``)."""
+        uri = self.tracking_uri or (run_dir.resolve() / "mlruns").as_uri()
+        if uri in ("databricks", "databricks-uc"):  # MLflow's names for the default profile's workspace
+            return f"{uri}:// (the Databricks workspace of the default profile)"
+        return uri
+
     def start(self, run_dir: Path, config: dict[str, Any]) -> None:
         from mlflow.entities import Param
         from mlflow.tracking import MlflowClient

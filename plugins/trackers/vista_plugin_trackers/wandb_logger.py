@@ -3,6 +3,7 @@ its history stays under the run directory (``RUN_DIR/wandb/offline-run-*``) unti
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,6 +27,15 @@ class WandbLogger(MetricsLogger):
         self.project, self.mode, self.entity, self.name, self.group = project, mode, entity, name, group
         self.tags = list(tags) if tags else None
         self.run: Any = None
+
+    def destination(self, run_dir: Path) -> str:
+        """Where the run goes: its offline files under ``run_dir``, or with ``mode: online`` the W&B
+        service (``WANDB_BASE_URL``, default https://api.wandb.ai), which the run engine prints at start."""
+        if self.mode == "offline":
+            return str(run_dir / "wandb")
+        base = os.environ.get("WANDB_BASE_URL") or "https://api.wandb.ai"
+        place = "/".join(part for part in (self.entity, self.project) if part)
+        return f"{base.rstrip('/')} (W&B project {place})"
 
     def start(self, run_dir: Path, config: dict[str, Any]) -> None:
         import wandb
