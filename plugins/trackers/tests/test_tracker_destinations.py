@@ -17,10 +17,10 @@ from vista_plugin_trackers.mlflow_logger import MlflowLogger
 from vista_plugin_trackers.wandb_logger import WandbLogger
 
 from vista_rl import RunLoggers
-from vista_rl.loggers import LOGGERS_FILE, destination_kind
 
 pytest.importorskip("mlflow")
 
+LOGGERS_FILE = "loggers.json"  # the run's per-logger record
 CONFIG = {"seed": 7, "trainer": {"lr": 0.001}, "env": {"id": "secret/env-v0"}}
 
 
@@ -109,28 +109,13 @@ def test_a_remote_mlflow_uri_is_printed_naming_the_logger(
 
 def test_wandb_online_names_the_service_and_offline_stays_in_the_run_directory(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """(How the engine classifies these strings is tested in the core: tests/test_logger_destinations.py.)"""
     monkeypatch.delenv("WANDB_BASE_URL", raising=False)
     online = WandbLogger(project="p", entity="team", mode="online").destination(tmp_path)
-    assert online.startswith("https://api.wandb.ai ") and "team/p" in online
-    assert destination_kind(online, tmp_path) == "remote"
+    assert online == "https://api.wandb.ai (W&B project team/p)"
     monkeypatch.setenv("WANDB_BASE_URL", "http://wandb.internal:8080/")
-    assert WandbLogger(mode="online").destination(tmp_path).startswith("http://wandb.internal:8080 ")
-    offline = WandbLogger().destination(tmp_path)
-    assert destination_kind(offline, tmp_path) == "inside"
-    assert destination_kind(MlflowLogger().destination(tmp_path), tmp_path) == "inside"
+    assert WandbLogger(mode="online").destination(tmp_path) == "http://wandb.internal:8080 (W&B project vista)"
+    assert WandbLogger().destination(tmp_path) == str(tmp_path / "wandb")
+    assert MlflowLogger().destination(tmp_path) == (tmp_path.resolve() / "mlruns").as_uri()
     for workspace in ("databricks", "databricks-uc"):  # MLflow's bare names for a remote workspace
-        assert destination_kind(MlflowLogger(tracking_uri=workspace).destination(tmp_path), tmp_path) == "remote"
-
-
-@pytest.mark.parametrize(("destination", "kind"), [
-    ("http://mlflow:5000", "remote"), ("https://dbc.example.com", "remote"), ("databricks", "outside"),
-    ("databricks://profile", "remote"), ("postgresql://user@db/mlflow", "remote"),
-    ("file://otherhost/share/mlruns", "remote"),
-    ("{run}/mlruns", "inside"), ("{run_uri}/mlruns", "inside"), ("{run}/../elsewhere", "outside"),
-    ("/tmp", "outside"), ("{other_uri}", "outside"), ("sqlite:///{run}/mlflow.db", "inside"),
-    ("sqlite:///{other}/mlflow.db", "outside"), ("sqlite://", "inside"),
-])
-def test_destination_kind(tmp_path: Path, destination: str, kind: str) -> None:
-    run, other = tmp_path / "run", tmp_path / "other"
-    text = destination.format(run=run, run_uri=run.as_uri(), other=other, other_uri=other.as_uri())
-    assert destination_kind(text, run) == kind
+        assert MlflowLogger(tracking_uri=workspace).destination(tmp_path).startswith(f"{workspace}://")
