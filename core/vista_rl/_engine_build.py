@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from vista_rl._plugins import host
 from vista_rl.engine_contract import Engine
 from vista_rl.errors import ConfigError, PluginLoadError, UnknownItemError
+from vista_rl.import_targets import check_import_targets
 
 if TYPE_CHECKING:
     from vista_rl.config import AlgorithmSection, RunConfig
@@ -42,6 +43,9 @@ def build_engine(run: RunConfig, resume: str | Path | None = None) -> Engine:
                     "(device, precision, LoRA and value_coef go to engine_config.local)")
         raise ConfigError(f"engine_config.{strangers[0]}: no engine {strangers[0]!r} is registered "
                           f"(engine_config holds one section per engine id: {', '.join(known)}){hint}")
+    # Code the config names is announced (or, with VISTA_STRICT_PLUGINS=1, refused) before the
+    # engine makes anything from the config (vista_rl.import_targets).
+    check_import_targets(run)
     factory = host().spec("engines", run.engine).load()
     arguments = {"run": run, "resume": Path(resume) if resume is not None else None}
     try:
