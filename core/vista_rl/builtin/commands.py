@@ -9,6 +9,7 @@ from vista_rl.hookspecs import hookimpl
 
 @hookimpl
 def register_commands(cli: click.Group) -> None:
+    from vista_rl.cli.audit import audit_group
     from vista_rl.cli.compare import compare_command
     from vista_rl.cli.eval import eval_command
     from vista_rl.cli.listing import all_listing_commands
@@ -21,3 +22,4 @@ def register_commands(cli: click.Group) -> None:
     cli.add_command(train_command)
     cli.add_command(trajectories_group)
     cli.add_command(compare_command)
+    cli.add_command(audit_group)
