@@ -120,7 +120,7 @@ def test_vista_new_description_is_the_registered_one(kind: str, tmp_path: Path,
     monkeypatch.setenv("COOKIECUTTER_CONFIG", str(config))
     description = 'Is the "dot" on the left? A back\\slash too'
     result = CliRunner().invoke(scaffold.new_command, [kind, "described", "-o", str(tmp_path / "out"),
-                                                       "--description", description])
+                                                       "--description", description, "--author", "Ada"])
     assert result.exit_code == 0, result.output
     project = tmp_path / "out" / "vista-plugin-described"
     assert tomllib.loads((project / "pyproject.toml").read_text())["project"]["description"] == description

@@ -1,4 +1,5 @@
-"""``vista new env|tool|judge NAME``: generate a plugin package from the cookiecutter templates.
+"""``vista new env|tool|judge NAME``: generate a plugin package from the cookiecutter templates, or
+(``--into PLUGIN_DIR``) add one more item to a plugin made that way (:mod:`vista_rl_sdk.add_item`).
 
 Why cookiecutter and not strings in code: the templates are plain files a contributor can read and
 change, users can also run them with ``cookiecutter`` directly, and the template tests bake them
@@ -16,9 +17,12 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
+from types import ModuleType
 from typing import Any, cast
 
 import click
@@ -58,17 +62,46 @@ def template_dir(kind: str) -> Path:
     return templates_root() / kind
 
 
-def name_problem(kind: str, name: str) -> str | None:
-    """Ask the template's own ``pre_gen_project`` hook whether ``name`` is acceptable, so the
-    naming rule lives in one place and ``vista new`` can refuse before cookiecutter starts."""
+def _template_hook(kind: str) -> ModuleType:
+    """The template's own ``pre_gen_project`` hook, imported, so the rules for names and authors live
+    in one place and ``vista new`` can refuse before cookiecutter starts."""
     hook = template_dir(kind) / "hooks" / "pre_gen_project.py"
     spec = importlib.util.spec_from_file_location("vista_template_pre_gen_project", hook)
     if spec is None or spec.loader is None:
         raise ScaffoldError(f"cannot load the template hook {hook}")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    check = cast(Callable[[str], "str | None"], module.problem_with)
-    return check(name)
+    return module
+
+
+def _ask_hook(kind: str, rule: str, value: str) -> str | None:
+    check = cast(Callable[[str], "str | None"], getattr(_template_hook(kind), rule))
+    return check(value)
+
+
+def name_problem(kind: str, name: str) -> str | None:
+    """Why ``name`` cannot be a plugin name (the template hook's rule), or ``None``."""
+    return _ask_hook(kind, "problem_with", name)
+
+
+def item_name_problem(kind: str, name: str) -> str | None:
+    """Why ``name`` cannot name an item (the part of its id after ``plugin/``), or ``None``."""
+    return _ask_hook(kind, "item_problem", name)
+
+
+def author_problem(kind: str, author: str) -> str | None:
+    """Why ``author`` cannot be the package's author (empty, several lines), or ``None``."""
+    return _ask_hook(kind, "author_problem", author)
+
+
+def git_config(key: str) -> str:
+    """``git config --get key`` (``user.name``, ``user.email``), or ``""`` without git or the key: the
+    default author of a new plugin."""
+    try:
+        done = subprocess.run(["git", "config", "--get", key], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
 
 
 def compatible_requirement(distribution: str, version: str) -> str:
@@ -94,19 +127,25 @@ def new_plugin(
     name: str,
     output_dir: Path | str = ".",
     *,
+    author: str | None = None,
+    email: str | None = None,
     description: str | None = None,
     extra_context: dict[str, Any] | None = None,
 ) -> Path:
     """Generate ``vista-plugin-<name>/`` under ``output_dir`` from the ``kind`` template and
-    return its path.  The generated project depends on the running VISTA's release series."""
+    return its path.  The generated project depends on the running VISTA's release series.
+    ``author`` and ``email`` default to ``git config user.name`` / ``user.email``; an empty author is
+    refused (it goes into pyproject.toml and the LICENSE)."""
     from cookiecutter.exceptions import CookiecutterException, FailedHookException, OutputDirExistsException
     from cookiecutter.main import cookiecutter
 
     template = template_dir(kind)
-    problem = name_problem(kind, name)
-    if problem is not None:
-        raise ScaffoldError(problem)
-    context: dict[str, Any] = {"plugin_name": name}
+    author = git_config("user.name") if author is None else author
+    email = git_config("user.email") if email is None else email
+    for problem in (name_problem(kind, name), author_problem(kind, author)):
+        if problem is not None:
+            raise ScaffoldError(problem)
+    context: dict[str, Any] = {"plugin_name": name, "author_name": author, "author_email": email}
     for key, distribution in (("vista_requirement", "vista-rl"), ("sdk_requirement", "vista-rl-sdk")):
         requirement = _installed_requirement(distribution)
         if requirement is not None:
@@ -128,6 +167,22 @@ def new_plugin(
     return Path(project)
 
 
+def _interactive() -> bool:
+    """Whether a person can answer a prompt (stdin is a terminal)."""
+    return sys.stdin.isatty()
+
+
+def _author(author: str | None) -> str | None:
+    """The author to use: ``--author``, else asked for in a terminal (git's user.name as the default),
+    else git's user.name (``None`` leaves that to :func:`new_plugin`)."""
+    if author is not None:
+        return author
+    if _interactive():
+        default = git_config("user.name")
+        return str(click.prompt("Author (for pyproject.toml and the LICENSE)", default=default or None))
+    return None
+
+
 NEXT_STEPS = """Next steps:
   cd {project}
   pip install -e ".[test]"
@@ -141,15 +196,29 @@ NEXT_STEPS = """Next steps:
 @click.argument("name")
 @click.option("--output-dir", "-o", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
               show_default=True, help="Where to create vista-plugin-NAME/.")
+@click.option("--into", "into", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,
+              metavar="PLUGIN_DIR", help="Add the item NAME to this existing plugin instead of creating one: "
+                                         "its module, its register line and a test.")
 @click.option("--description", default=None, help="One line for the README and package metadata.")
-def new_command(kind: str, name: str, output_dir: Path, description: str | None) -> None:
-    """Create a plugin package vista-plugin-NAME from the KIND template (env, tool or judge).
+@click.option("--author", default=None, help="Your name, for pyproject.toml and the LICENSE "
+                                             "(default: asked in a terminal, else git config user.name).")
+@click.option("--email", default=None, help="Your e-mail, for pyproject.toml (default: git config user.email).")
+def new_command(kind: str, name: str, output_dir: Path, into: Path | None, description: str | None,
+                author: str | None, email: str | None) -> None:
+    """Create a plugin package vista-plugin-NAME from the KIND template (env, tool or judge), or with
+    --into PLUGIN_DIR add an item NAME of that kind to an existing plugin.
 
-    NAME is lower-case with hyphens, e.g. count-objects; it becomes the entry-point name and the
-    namespace of the plugin's ids.
+    NAME is lower-case with hyphens, e.g. count-objects; for a new plugin it becomes the entry-point
+    name and the namespace of the plugin's ids, for an added item the part of its id after the
+    namespace (an env NAME gets -v0).
     """
+    if into is not None:
+        from vista_rl_sdk.add_item import add_item_command
+
+        add_item_command(kind, name, into, description)
+        return
     try:
-        project = new_plugin(kind, name, output_dir, description=description)
+        project = new_plugin(kind, name, output_dir, author=_author(author), email=email, description=description)
     except ScaffoldError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"Created {project}")

@@ -1,8 +1,10 @@
-"""Refuse a plugin name that would make a broken or confusing package, before any file is written.
+"""Refuse a plugin name, item name or author that would make a broken or confusing package, before
+any file is written.
 
 cookiecutter renders this file with Jinja and runs it as ``pre_gen_project``; a non-zero exit makes
 it delete the half-made project.  ``vista new`` (``vista_rl_sdk.scaffold``) imports the same file and
-calls :func:`problem_with` first, so the naming rule lives in this one place.
+calls :func:`problem_with`, :func:`item_problem` and :func:`author_problem` first, so the rules live
+in this one place.
 """
 
 from __future__ import annotations
@@ -48,8 +50,33 @@ def problem_with(name: str) -> str | None:
     return None
 
 
+def item_problem(name: str) -> str | None:
+    """Why ``name`` cannot name an item (the part of an id after ``plugin/``), or ``None``."""
+    if not NAME_PATTERN.match(name) or len(name) > MAX_LENGTH:
+        return (f"{name!r} is not a valid item name: use lower-case letters, digits and single hyphens, "
+                f"starting with a letter, at most {MAX_LENGTH} characters, e.g. {suggest(name)!r}.")
+    return None
+
+
+def author_problem(author: str) -> str | None:
+    """Why ``author`` cannot be the package's author, or ``None``: the name goes into pyproject.toml
+    and the LICENSE, so a placeholder or nothing is refused."""
+    if not author.strip():
+        return ("the author's name is empty: give it (vista new --author NAME, or author_name when running "
+                "cookiecutter); it goes into pyproject.toml and the LICENSE.")
+    if any(ord(character) < 32 for character in author):
+        return f"the author's name {author!r} holds a control character (a line break?); give one line."
+    return None
+
+
 if __name__ == "__main__":
-    problem = problem_with(json.loads(r'{{ cookiecutter.plugin_name | tojson }}'))
-    if problem is not None:
-        print(f"ERROR: {problem}", file=sys.stderr)
+    problems = [
+        problem_with(json.loads(r'{{ cookiecutter.plugin_name | tojson }}')),
+        item_problem(json.loads(r'{{ cookiecutter.__item_name | tojson }}')),
+        author_problem(json.loads(r'{{ cookiecutter.author_name | tojson }}')),
+    ]
+    for problem in problems:
+        if problem is not None:
+            print(f"ERROR: {problem}", file=sys.stderr)
+    if any(problems):
         sys.exit(1)

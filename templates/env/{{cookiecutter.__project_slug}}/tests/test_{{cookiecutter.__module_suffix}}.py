@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import vista_rl
 
-ENV_ID = "{{ cookiecutter.plugin_name }}/{{ cookiecutter.plugin_name }}-v0"
+ENV_ID = "{{ cookiecutter.plugin_name }}/{{ cookiecutter.__item_name }}-v0"
 
 
 @pytest.mark.parametrize("prompt_format", ["free_think", "no_think"])

@@ -13,8 +13,8 @@ import vista_rl
 @vista_rl.hookimpl
 def register_envs(register: vista_rl.RegisterEnv) -> None:
     register(
-        "{{ cookiecutter.plugin_name }}/{{ cookiecutter.plugin_name }}-v0",
-        "{{ cookiecutter.__package_name }}.env:{{ cookiecutter.__class_prefix }}Env",
+        "{{ cookiecutter.plugin_name }}/{{ cookiecutter.__item_name }}-v0",
+        "{{ cookiecutter.__package_name }}.{{ cookiecutter.__item_module }}:{{ cookiecutter.__item_prefix }}Env",
         description="{{ cookiecutter.description | replace('\\', '\\\\') | replace('"', '\\"') }}",  # vista new --description
         # Keyword arguments for vista_rl_sdk.check_env in tests/test_*_conformance.py.
         check_args={"config": {"distractors": 3}},

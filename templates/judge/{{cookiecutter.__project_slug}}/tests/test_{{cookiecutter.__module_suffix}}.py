@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 import vista_rl
 
-JUDGE_ID = "{{ cookiecutter.plugin_name }}/numeric"
+JUDGE_ID = "{{ cookiecutter.plugin_name }}/{{ cookiecutter.__item_name }}"
 
 
 @pytest.mark.parametrize(

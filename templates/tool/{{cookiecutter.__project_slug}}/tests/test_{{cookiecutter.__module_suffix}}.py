@@ -11,7 +11,7 @@ import vista_rl
 from PIL import Image
 from vista_rl import ToolContext
 
-TOOL_ID = "{{ cookiecutter.plugin_name }}/rotate"
+TOOL_ID = "{{ cookiecutter.plugin_name }}/{{ cookiecutter.__item_name }}"
 
 
 def marked_image() -> Image.Image:
@@ -46,5 +46,5 @@ def test_missing_image_is_an_error_result_not_an_exception() -> None:
 
 def test_schema_offers_the_allowed_angles() -> None:
     schema = vista_rl.make_tool(TOOL_ID).openai_schema()
-    assert schema["function"]["name"] == "rotate"
+    assert schema["function"]["name"] == "{{ cookiecutter.__item_name }}"
     assert schema["function"]["parameters"]["properties"]["angle"]["enum"] == [90, 180, 270]

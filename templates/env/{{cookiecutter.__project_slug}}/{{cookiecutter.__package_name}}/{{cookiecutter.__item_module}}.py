@@ -1,4 +1,4 @@
-"""{{ cookiecutter.__class_prefix }}Env: one square among distractor circles; the agent names its colour.
+"""{{ cookiecutter.__item_prefix }}Env: one square among distractor circles; the agent names its colour.
 
 This is the example to replace with your own task.  It shows what every VISTA env does:
 - a pydantic config, so a bad key or value fails with a message that names it;
@@ -28,7 +28,7 @@ COLOURS: dict[str, tuple[int, int, int]] = {
 }
 
 
-class {{ cookiecutter.__class_prefix }}Config(BaseModel):
+class {{ cookiecutter.__item_prefix }}Config(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     image_size: int = Field(160, ge=64, le=1024, description="width and height in pixels")
@@ -38,11 +38,11 @@ class {{ cookiecutter.__class_prefix }}Config(BaseModel):
     format_reward: float = 0.0
 
 
-class {{ cookiecutter.__class_prefix }}Env(Env):
+class {{ cookiecutter.__item_prefix }}Env(Env):
     """One-turn visual question with an oracle: what colour is the square?"""
 
     def __init__(self, **config: Any) -> None:
-        self.config = {{ cookiecutter.__class_prefix }}Config(**config)
+        self.config = {{ cookiecutter.__item_prefix }}Config(**config)
         required = ("think", "answer") if self.config.prompt_format == "free_think" else ("answer",)
         self.response_format = ResponseFormat(required=required)
         self._answer: str | None = None

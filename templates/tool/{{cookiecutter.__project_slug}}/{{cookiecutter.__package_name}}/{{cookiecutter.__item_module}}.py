@@ -1,4 +1,4 @@
-"""{{ cookiecutter.__class_prefix }}RotateTool: turn an image of the episode so text or objects read upright.
+"""{{ cookiecutter.__item_prefix }}Tool: turn an image of the episode so text or objects read upright.
 
 This is the example to replace with your own tool.  It shows what every VISTA tool does:
 - a pydantic ``Arguments`` model: its JSON schema is the OpenAI function schema the model sees,
@@ -29,10 +29,10 @@ class RotateArguments(BaseModel):
     image_index: int = Field(0, ge=0, description="which image of the episode (0 is the first one shown)")
 
 
-class {{ cookiecutter.__class_prefix }}RotateTool(Tool):
+class {{ cookiecutter.__item_prefix }}Tool(Tool):
     """Rotate an image of the episode counter-clockwise by a multiple of 90 degrees."""
 
-    name = "rotate"
+    name = "{{ cookiecutter.__item_name }}"
     description = "Rotate an image counter-clockwise by 90, 180 or 270 degrees and return the rotated image."
     Arguments = RotateArguments
 

@@ -1,4 +1,4 @@
-"""{{ cookiecutter.__class_prefix }}NumericJudge: score a numeric answer against a reference with a tolerance.
+"""{{ cookiecutter.__item_prefix }}Judge: score a numeric answer against a reference with a tolerance.
 
 This is the example to replace with your own judge.  It shows what every VISTA judge does:
 - ``score(prediction, reference, **context)`` returns a ``JudgeResult`` with a value in
@@ -32,11 +32,11 @@ def parse_number(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
-class {{ cookiecutter.__class_prefix }}NumericJudge(Judge):
+class {{ cookiecutter.__item_prefix }}Judge(Judge):
     """1.0 when ``|prediction - reference| <= relative_tolerance * |reference|`` (or within
     ``absolute_tolerance``, which matters for a reference of 0), else 0.0."""
 
-    name = "numeric"
+    name = "{{ cookiecutter.__item_name }}"
 
     def __init__(self, relative_tolerance: float = 0.05, absolute_tolerance: float = 1e-9) -> None:
         if relative_tolerance < 0 or absolute_tolerance < 0:
