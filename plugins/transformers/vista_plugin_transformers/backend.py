@@ -20,6 +20,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from vista_plugin_transformers.chat import encode_chats
+from vista_plugin_transformers.generation_control import (
+    ControlledRows,
+    GenerationControl,
+    cancelled_generation,
+)
 from vista_plugin_transformers.image_cache import DEFAULT_CACHE_MB, caching_processor
 from vista_plugin_transformers.static_decode import StaticDecoder, StaticMode
 from vista_rl import Chat, Generation, ModelBackend, SamplingParams
@@ -216,19 +221,22 @@ class TransformersBackend(ModelBackend):
         return int(inputs["input_ids"].shape[1])
 
     # ------------------------------------------------------------------ generation
-    def generate(self, chats: Sequence[Chat], params: SamplingParams, *,
-                 top_logprobs: int = 0) -> list[list[Generation]]:
+    def generate(self, chats: Sequence[Chat], params: SamplingParams, *, top_logprobs: int = 0,
+                 control: GenerationControl | None = None) -> list[list[Generation]]:
         """``params.n`` generations per chat.  ``top_logprobs``: also keep each token's most likely
         alternatives in ``Generation.metadata["top_logprobs"]`` (per token, ``(token id, logprob)``
-        pairs under the same distribution as ``logprobs``), as OpenAI's ``top_logprobs`` returns."""
+        pairs under the same distribution as ``logprobs``), as OpenAI's ``top_logprobs`` returns.
+        ``control``: a row its caller cancels stops at the next decode step (cut short, or
+        ``finish_reason="abort"`` when it never started), and each step's tokens are handed to it
+        as they are sampled (see :mod:`~vista_plugin_transformers.generation_control`)."""
         return self._generate_all(chats, params, top_logprobs,
-                                  lambda rows: encode_chats(self._encoder, rows, padding_side="left"))
+                                  lambda rows: encode_chats(self._encoder, rows, padding_side="left"), control)
 
-    def generate_text(self, prompts: Sequence[str], params: SamplingParams, *,
-                      top_logprobs: int = 0) -> list[list[Generation]]:
+    def generate_text(self, prompts: Sequence[str], params: SamplingParams, *, top_logprobs: int = 0,
+                      control: GenerationControl | None = None) -> list[list[Generation]]:
         """Like :meth:`generate` for plain text prompts sent as they are, without the chat template
         (OpenAI's legacy ``/v1/completions``)."""
-        return self._generate_all(prompts, params, top_logprobs, self._encode_texts)
+        return self._generate_all(prompts, params, top_logprobs, self._encode_texts, control)
 
     def count_text_tokens(self, prompt: str) -> int:
         """How many tokens a plain text prompt encodes to (a server checks the context with it)."""
@@ -238,16 +246,22 @@ class TransformersBackend(ModelBackend):
         return self.tokenizer(list(prompts), padding=True, padding_side="left", return_tensors="pt")
 
     def _generate_all(self, prompts: Sequence[Any], params: SamplingParams, top_logprobs: int,
-                      encode: Any) -> list[list[Generation]]:
+                      encode: Any, control: GenerationControl | None = None) -> list[list[Generation]]:
         rows = [prompt for prompt in prompts for _ in range(params.n)]
         flat: list[Generation] = []
         for start in range(0, len(rows), self.max_batch_size):
+            controlled = None
+            if control is not None:
+                controlled = ControlledRows(control, start, len(rows[start:start + self.max_batch_size]))
+                if controlled.all_cancelled():
+                    flat.extend(cancelled_generation() for _ in range(controlled.count))
+                    continue
             batch_seed = None if params.seed is None else params.seed + start
             started = time.perf_counter()
             inputs = encode(rows[start:start + self.max_batch_size])
             self.timings.encode_s += time.perf_counter() - started
             self.timings.calls += 1
-            flat.extend(self._generate_rows(inputs, params, batch_seed, top_logprobs))
+            flat.extend(self._generate_rows(inputs, params, batch_seed, top_logprobs, controlled))
         return [flat[index * params.n:(index + 1) * params.n] for index in range(len(prompts))]
 
     @contextmanager
@@ -276,7 +290,7 @@ class TransformersBackend(ModelBackend):
         return forked()
 
     def _generate_rows(self, inputs: Any, params: SamplingParams, seed: int | None,
-                       top_logprobs: int = 0) -> list[Generation]:
+                       top_logprobs: int = 0, controlled: ControlledRows | None = None) -> list[Generation]:
         import torch
         from transformers import (
             GenerationConfig,
@@ -321,7 +335,8 @@ class TransformersBackend(ModelBackend):
         with self._eval_mode(), torch.no_grad(), self._seeded(seed):
             output = self.model.generate(**plan.inputs, generation_config=config,
                                          logits_processor=LogitsProcessorList(processors),
-                                         tokenizer=self.tokenizer if params.stop else None)
+                                         tokenizer=self.tokenizer if params.stop else None,
+                                         **(controlled.generate_kwargs(eos_ids) if controlled is not None else {}))
         generated = time.perf_counter()
         self.timings.model_s += generated - before
         sequences = output.sequences[:plan.rows]  # padding rows (static batch buckets) dropped

@@ -52,11 +52,17 @@ SERVE_TOKEN_ENV_VAR = "VISTA_SERVE_TOKEN"
               help="Largest request body in MB (413 past it, refused while it streams in).")
 @click.option("--max-prompts", default=16, show_default=True, type=click.IntRange(1),
               help="Text prompts one /v1/completions request may list (400 past it).")
+@click.option("--max-queued-rows", default=1024, show_default=True, type=click.IntRange(1),
+              help="Generations (prompts x n) that may wait for the model; past it a request gets 503 with "
+                   "Retry-After. A client that disconnects has its queued or running generation cancelled.")
+@click.option("--retry-after-s", default=2, show_default=True, type=click.IntRange(0),
+              help="The Retry-After (seconds) of a 503 for a full queue.")
 @click.option("--token", default=None, help=f"Require 'Authorization: Bearer TOKEN' (default: ${SERVE_TOKEN_ENV_VAR}).")
 def serve_command(model_dir: str, host: str, port: int, device: str, model_name: str | None,
                   batch_window_ms: float, max_batch_size: int, default_max_tokens: int, max_tokens_limit: int,
                   max_model_len: int | None, max_image_pixels: int, max_request_pixels: int, max_images: int,
-                  max_body_mb: float, max_prompts: int, token: str | None) -> None:
+                  max_body_mb: float, max_prompts: int, max_queued_rows: int, retry_after_s: int,
+                  token: str | None) -> None:
     """Serve MODEL_DIR with an OpenAI-compatible API (transformers backend): /v1/chat/completions
     (streaming, logprobs, top_logprobs) and /v1/completions for text prompts."""
     import os
@@ -76,7 +82,7 @@ def serve_command(model_dir: str, host: str, port: int, device: str, model_name:
     limits = ServeLimits(max_model_len=max_model_len, max_tokens_limit=max_tokens_limit,
                          max_image_pixels=max_image_pixels, max_request_pixels=max_request_pixels,
                          max_images=max_images, max_body_bytes=int(max_body_mb * 1024 * 1024),
-                         max_prompts=max_prompts)
+                         max_prompts=max_prompts, max_queued_rows=max_queued_rows, retry_after_s=retry_after_s)
     limit_decompression(max_image_pixels)  # PIL's own bomb check, behind the header checks
     app = create_app(backend, model_name or model_dir, batch_window_ms=batch_window_ms,
                      max_batch_size=max_batch_size, default_max_tokens=default_max_tokens, limits=limits, token=token)

@@ -1,15 +1,12 @@
 """OpenAI response shapes for ``vista serve``: chat and legacy completion choices, their logprobs,
 and the server-sent-event chunks the official client's streaming reads.
 
-Streaming replays a finished generation: the batcher generates the whole completion (batched with
-other requests, stop strings applied, logprobs recorded), then each token becomes one chunk whose
-text is that token's share of the final text.  Why not transformers' ``TextIteratorStreamer``: it
-takes batch size 1, while ``vista serve`` puts every request of a window into one ``generate``
-call (rollout workers depend on that); and a finished generation is what stop-string cutting and
-the one-by-one retry of a failed batch work on, so a stream never shows text that is later cut or
-sent twice.  The client sees the whole answer at once after the generation time, not token by token.  The pieces are cut from the final text itself, so
-the streamed text always equals the non-streamed text, even where a token holds half a UTF-8
-character or a stop string cut the text.
+Replayed streams: a stream that asks for logprobs or token ids (or on a backend without live
+tokens) replays the finished generation: each token becomes one chunk whose text is that token's
+share of the final text, with its logprobs.  The pieces are cut from the final text itself, so the
+streamed text always equals the non-streamed text, even where a token holds half a UTF-8
+character or a stop string cut the text.  Other streams send tokens as they are sampled
+(:mod:`vista_plugin_transformers.live_stream`), with the same guarantee.
 
 Logprobs of ``-inf`` (tokens outside the top-p nucleus) are sent as ``-9999.0``, as vLLM does:
 JSON has no infinity, and the official client would fail to parse ``-Infinity``.
@@ -48,6 +45,31 @@ def _gpt2_byte_decoder() -> dict[str, int]:
     return {chr(code): byte for byte, code in zip(printable, codes, strict=True)}
 
 
+class IncrementalDecoder:
+    """Text from token ids one token at a time (incremental detokenization, as vLLM does): only the
+    tokens since the last complete character are decoded, so the cost is linear (decoding every
+    prefix took 10.8 s for 4096 tokens).  A token that ends mid-character adds nothing until the
+    character completes.  ``tokenizer`` is a transformers tokenizer; special tokens add nothing."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        self.tokenizer = tokenizer
+        self.ids: list[int] = []
+        self.text = ""
+        self._prefix_offset = self._read_offset = 0
+
+    def add(self, token_id: int) -> str:
+        """The text ``token_id`` completes (often empty), also appended to :attr:`text`."""
+        self.ids.append(int(token_id))
+        before = str(self.tokenizer.decode(self.ids[self._prefix_offset:self._read_offset], skip_special_tokens=True))
+        after = str(self.tokenizer.decode(self.ids[self._prefix_offset:], skip_special_tokens=True))
+        if len(after) <= len(before) or after.endswith("\ufffd"):
+            return ""
+        new = after[len(before):]
+        self.text += new
+        self._prefix_offset, self._read_offset = self._read_offset, len(self.ids)
+        return new
+
+
 class TokenTexts:
     """A tokenizer's view of token ids for logprobs: each token's text, its exact bytes, and how a
     completion's text splits into per-token pieces.  ``tokenizer=None`` (a backend without one)
@@ -80,18 +102,11 @@ class TokenTexts:
             return [text] if text else []
         if self.tokenizer is None:  # no way to split: the whole text on the first token
             return [text] + [""] * (len(token_ids) - 1)
-        # incremental detokenization (as vLLM does): decode only the tokens since the last complete
-        # character, so the cost is linear (decoding every prefix took 10.8 s for 4096 tokens)
+        decoder = IncrementalDecoder(self.tokenizer)
         ends: list[int] = []
-        produced = prefix_offset = read_offset = 0
-        ids = list(token_ids)
-        for index in range(len(ids)):
-            before = str(self.tokenizer.decode(ids[prefix_offset:read_offset], skip_special_tokens=True))
-            after = str(self.tokenizer.decode(ids[prefix_offset:index + 1], skip_special_tokens=True))
-            if len(after) > len(before) and not after.endswith("\ufffd"):
-                produced += len(after) - len(before)
-                prefix_offset, read_offset = read_offset, index + 1
-            ends.append(min(produced, len(text)))
+        for token_id in token_ids:
+            decoder.add(token_id)
+            ends.append(min(len(decoder.text), len(text)))
         ends[-1] = len(text)
         return [text[start:end] for start, end in zip([0, *ends[:-1]], ends, strict=True)]
 
@@ -178,12 +193,47 @@ def sse(payload: dict[str, Any] | str) -> str:
     return f"data: {data}\n\n"
 
 
-def _chunk(header: StreamHeader, choices: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+def stream_chunk(header: StreamHeader, choices: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    """One chunk of a streamed response (``usage: null`` on each when the usage comes last)."""
     chunk: dict[str, Any] = {"id": header.id, "object": header.object, "created": header.created,
                              "model": header.model, "choices": choices, **extra}
     if header.include_usage:
         chunk["usage"] = None
     return chunk
+
+
+def opening_choices(count: int) -> list[dict[str, Any]]:
+    """A chat stream's first chunk: the assistant role for each choice."""
+    return [{"index": index, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
+            for index in range(count)]
+
+
+def text_choice(index: int, text: str, chat: bool, finish_reason: str | None = None) -> dict[str, Any]:
+    """One choice of a stream chunk carrying ``text`` (a chat ``delta`` or a completion ``text``)."""
+    choice: dict[str, Any] = {"index": index, "logprobs": None, "finish_reason": finish_reason}
+    if chat:
+        choice["delta"] = {"content": text} if text or finish_reason is None else {}
+    else:
+        choice["text"] = text
+    return choice
+
+
+def stream_end(header: StreamHeader, finish_reasons: Sequence[str], total_usage: dict[str, int],
+               **first: Any) -> Iterator[str]:
+    """A stream's last events: each choice's ``finish_reason``, the usage chunk when asked, ``[DONE]``."""
+    chat = header.object == "chat.completion.chunk"
+    closing = [text_choice(index, "", chat, reason) for index, reason in enumerate(finish_reasons)]
+    yield sse(stream_chunk(header, closing, **first))
+    if header.include_usage:
+        yield sse({"id": header.id, "object": header.object, "created": header.created, "model": header.model,
+                   "choices": [], "usage": total_usage})
+    yield sse("[DONE]")
+
+
+def request_usage(per_prompt: Sequence[Sequence[Generation]]) -> dict[str, int]:
+    """A request's usage: each prompt's tokens once, every generation's tokens."""
+    return usage(sum(len(generations[0].prompt_token_ids or []) for generations in per_prompt if generations),
+                 sum(len(generation.token_ids) for generations in per_prompt for generation in generations))
 
 
 def stream_events(header: StreamHeader, choices: Sequence[tuple[Generation, Any]], texts: TokenTexts, *,
@@ -208,9 +258,7 @@ def stream_events(header: StreamHeader, choices: Sequence[tuple[Generation, Any]
         plans.append((generation, pieces, entries))
     first = dict(first_extra or {})
     if chat:
-        opening = [{"index": index, "delta": {"role": "assistant", "content": ""}, "logprobs": None, "finish_reason": None}
-                   for index in range(len(plans))]
-        yield sse(_chunk(header, opening, **first))
+        yield sse(stream_chunk(header, opening_choices(len(plans)), **first))
         first = {}
     for step in range(max((len(pieces) for _, pieces, _ in plans), default=0)):
         step_choices = []
@@ -228,12 +276,6 @@ def stream_events(header: StreamHeader, choices: Sequence[tuple[Generation, Any]
             if token_ids and step < len(generation.token_ids):
                 choice["token_ids"] = [generation.token_ids[step]]
             step_choices.append(choice)
-        yield sse(_chunk(header, step_choices, **first))
+        yield sse(stream_chunk(header, step_choices, **first))
         first = {}
-    closing: list[dict[str, Any]] = [{"index": index, "logprobs": None, "finish_reason": generation.finish_reason,
-                **({"delta": {}} if chat else {"text": ""})} for index, (generation, _, _) in enumerate(plans)]
-    yield sse(_chunk(header, closing, **first))
-    if header.include_usage:
-        yield sse({"id": header.id, "object": header.object, "created": header.created, "model": header.model,
-                   "choices": [], "usage": total_usage})
-    yield sse("[DONE]")
+    yield from stream_end(header, [generation.finish_reason for generation, _, _ in plans], total_usage, **first)

@@ -1,12 +1,17 @@
 """``vista serve``: an OpenAI-compatible server over any vista model backend: chat completions
 (streamed as server-sent events on request, with ``top_logprobs``) and, for backends with
-``generate_text``, the legacy ``/v1/completions`` for text prompts.  Streaming replays a finished
-generation token by token (see :mod:`vista_plugin_transformers.openai_responses` for why).
+``generate_text``, the legacy ``/v1/completions`` for text prompts.  On a backend that takes
+``control`` (the transformers one), a stream sends tokens as they are sampled
+(:mod:`vista_plugin_transformers.live_stream`); a stream asking for logprobs or token ids, or on
+another backend, replays the finished generation token by token
+(:mod:`vista_plugin_transformers.openai_responses`).
 
 Concurrent requests are batched: the first waiting request opens a short window
 (``batch_window_ms``); every request with the same sampling parameters that arrives inside it joins
 one ``generate`` call.  Rollout workers that each send one chat at a time therefore still get
-batched generation.  Extras understood on top of OpenAI's fields, as in vLLM: ``return_token_ids``
+batched generation.  The queue is bounded (``max_queued_rows``: past it a 503 with
+``Retry-After``), and a request whose client disconnects is cancelled, queued or running
+(:mod:`vista_plugin_transformers.request_queue`).  Extras understood on top of OpenAI's fields, as in vLLM: ``return_token_ids``
 (adds ``prompt_token_ids`` to the response and ``token_ids`` to each choice).
 
 Every request is validated on its own before it may join a batch, as vLLM's and TGI's servers do,
@@ -30,17 +35,18 @@ import inspect
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import ValidationError
-from starlette.background import BackgroundTask
+from starlette.background import BackgroundTask, BackgroundTasks
 
+from vista_plugin_transformers.live_stream import LiveStream
 from vista_plugin_transformers.openai_messages import openai_messages_to_chat
 from vista_plugin_transformers.openai_requests import ChatCompletionRequest, CompletionRequest
 from vista_plugin_transformers.openai_responses import (
@@ -48,10 +54,11 @@ from vista_plugin_transformers.openai_responses import (
     TokenTexts,
     chat_choice,
     completion_choice,
+    request_usage,
     stream_events,
-    usage,
 )
-from vista_rl import Chat, Generation, ModelBackend, SamplingParams
+from vista_plugin_transformers.request_queue import QueueFull, RequestBatcher, results_unless_gone
+from vista_rl import Chat, ModelBackend, SamplingParams
 from vista_rl.limits import (
     DEFAULT_MAX_IMAGE_PIXELS,
     DEFAULT_MAX_IMAGES,
@@ -71,135 +78,95 @@ LARGE_REQUEST_BYTES = 1024 * 1024
 MAX_CHARS_PER_TOKEN = 32
 
 
-@dataclass
-class _Pending:
-    prompt: Chat | str
-    params: SamplingParams
-    future: asyncio.Future[list[Generation]]
-    kind: str = "chat"  # "chat" (backend.generate) or "text" (backend.generate_text, no chat template)
-    top_logprobs: int = 0
-
-    def group(self) -> str:
-        """Requests with the same key share one generate call."""
-        return f"{self.kind}|{self.top_logprobs}|{self.params.model_dump_json()}"
-
-
-@dataclass
-class BatchStats:
-    """Counters exposed at ``GET /stats`` (how well requests are being batched)."""
-
-    requests: int = 0
-    generate_calls: int = 0
-    largest_batch: int = 0
-    batch_sizes: list[int] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"requests": self.requests, "generate_calls": self.generate_calls,
-                "largest_batch": self.largest_batch, "recent_batch_sizes": self.batch_sizes[-32:]}
-
-
-class RequestBatcher:
-    """Collects requests arriving within ``window_s`` of each other into one ``generate`` call per
-    distinct set of sampling parameters.  Generation runs on one worker thread, so the event loop
-    keeps accepting requests (and filling the next batch) while a batch is being generated."""
-
-    def __init__(self, backend: ModelBackend, window_s: float = 0.005, max_batch_size: int = 64) -> None:
-        self.backend = backend
-        self.window_s = window_s
-        self.max_batch_size = max_batch_size
-        self.stats = BatchStats()
-        self._queue: asyncio.Queue[_Pending] | None = None
-        self._task: asyncio.Task[None] | None = None
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vista-generate")
-
-    async def start(self) -> None:
-        self._queue = asyncio.Queue()
-        self._task = asyncio.create_task(self._run())
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-        self._executor.shutdown(wait=False, cancel_futures=True)
-
-    async def submit(self, prompt: Chat | str, params: SamplingParams, *, kind: str = "chat",
-                     top_logprobs: int = 0) -> list[Generation]:
-        if self._queue is None:
-            raise RuntimeError("batcher not started")
-        future: asyncio.Future[list[Generation]] = asyncio.get_running_loop().create_future()
-        self.stats.requests += 1
-        await self._queue.put(_Pending(prompt, params, future, kind, top_logprobs))
-        return await future
-
-    def _generate(self, members: list[_Pending]) -> list[list[Generation]]:
-        """One backend call for a group (on the generate thread).  ``top_logprobs`` is passed only
-        when asked, so a backend without it still serves every other request."""
-        first = members[0]
-        prompts: list[Any] = [member.prompt for member in members]
-        extra = {"top_logprobs": first.top_logprobs} if first.top_logprobs else {}
-        if first.kind == "text":
-            return self.backend.generate_text(prompts, first.params, **extra)  # type: ignore[attr-defined,no-any-return]
-        return self.backend.generate(prompts, first.params, **extra)
-
-    async def _collect(self) -> list[_Pending]:
-        assert self._queue is not None
-        batch = [await self._queue.get()]
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.window_s
-        while len(batch) < self.max_batch_size:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                break
-            try:
-                batch.append(await asyncio.wait_for(self._queue.get(), remaining))
-            except asyncio.TimeoutError:
-                break
-        return batch
-
-    async def _run(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            batch = await self._collect()
-            groups: dict[str, list[_Pending]] = {}
-            for pending in batch:
-                groups.setdefault(pending.group(), []).append(pending)
-            for members in groups.values():
-                self.stats.generate_calls += 1
-                self.stats.largest_batch = max(self.stats.largest_batch, len(members))
-                self.stats.batch_sizes.append(len(members))
-                try:
-                    outputs = await loop.run_in_executor(self._executor, self._generate, members)
-                except Exception as exc:  # noqa: BLE001 - isolate the request that caused it
-                    if len(members) == 1:
-                        _settle(members[0], exc)
-                    else:
-                        await self._one_by_one(members)
-                    continue
-                for member, generations in zip(members, outputs, strict=True):
-                    _settle(member, generations)
-
-    async def _one_by_one(self, members: list[_Pending]) -> None:
-        """A batched call failed: run each request alone so only the one(s) at fault get the error."""
-        loop = asyncio.get_running_loop()
-        for member in members:
-            self.stats.generate_calls += 1
-            try:
-                outputs = await loop.run_in_executor(self._executor, self._generate, [member])
-                _settle(member, outputs[0])
-            except Exception as exc:  # noqa: BLE001
-                _settle(member, exc)
-
-
-def _settle(member: _Pending, outcome: list[Generation] | BaseException) -> None:
-    if member.future.done():
-        return
-    if isinstance(outcome, BaseException):
-        member.future.set_exception(outcome)
-    else:
-        member.future.set_result(outcome)
-
-
 def _error(status: int, message: str, kind: str = "invalid_request_error") -> JSONResponse:
     return JSONResponse(status_code=status, content={"error": {"message": message, "type": kind}})
+
+
+def _after(large: bool) -> BackgroundTask | None:
+    """Once the response is sent (the request's objects dropped), give a large request's memory back."""
+    return BackgroundTask(release_memory) if large else None
+
+
+def _failed(exc: Exception, large: bool) -> JSONResponse:
+    response = _error(500, f"generation failed: {type(exc).__name__}: {exc}", "server_error")
+    response.background = _after(large)
+    return response
+
+
+def _busy(exc: QueueFull, large: bool) -> JSONResponse:
+    """503 with ``Retry-After`` (the official OpenAI client waits that long and retries)."""
+    response = _error(503, str(exc), "server_overloaded")
+    response.headers["retry-after"] = str(exc.retry_after_s)
+    response.background = _after(large)
+    return response
+
+
+@dataclass
+class _Responder:
+    """Queues a validated request and answers it: a live stream, a replayed stream or one JSON
+    body; a 503 when the queue is full; nothing useful (the client is gone) after a disconnect."""
+
+    batcher: RequestBatcher
+    texts: TokenTexts
+    model_name: str
+    workers: ThreadPoolExecutor  # builds replayed streams off the event loop
+
+    async def answer(self, http_request: Request, request: Any, params: SamplingParams,
+                     prompts: Sequence[Chat | str], kind: str, large: bool) -> JSONResponse | StreamingResponse:
+        chat = kind == "chat"
+        header = StreamHeader(f"{'chatcmpl' if chat else 'cmpl'}-{uuid.uuid4().hex}",
+                              "chat.completion.chunk" if chat else "text_completion", int(time.time()),
+                              self.model_name, request.include_usage)
+        logprobs = request.logprobs is not None and request.logprobs is not False
+        live = None
+        if (request.stream and self.batcher.controls[kind] and not logprobs and not request.return_token_ids
+                and self.texts.tokenizer is not None):
+            live = LiveStream(header, self.texts.tokenizer, params.n, len(prompts), params.stop)
+        try:
+            ticket = self.batcher.enqueue(prompts, params, kind=kind, top_logprobs=request.top_logprobs_wanted,
+                                          sink=live)
+        except QueueFull as exc:
+            return _busy(exc, large)
+        if live is not None:
+            async def drop() -> None:  # on the event loop (a sync task would run on a worker thread)
+                self.batcher.cancel(ticket)
+                ticket.members.clear()  # the prompts (images) go before the memory release below
+
+            # the background runs after the stream ends, even when a disconnect cancelled it before
+            # its generator started (so the generator's own ``finally`` never ran)
+            cleanup = BackgroundTasks([BackgroundTask(drop), *filter(None, [_after(large)])])
+            return StreamingResponse(live.events(ticket, self.batcher.cancel), media_type="text/event-stream",
+                                     background=cleanup, headers={"cache-control": "no-cache"})
+        try:
+            per_prompt = await results_unless_gone(self.batcher, ticket, http_request.receive)
+        except Exception as exc:  # noqa: BLE001 - reported to the client as a server error
+            return _failed(exc, large)
+        if per_prompt is None:  # nobody reads this answer
+            gone = _error(499, "the client closed the connection; its generation was cancelled", "client_closed")
+            gone.background = _after(large)
+            return gone
+        # choice index = prompt index * n + sample index, as OpenAI orders them
+        choices = [(generation, 0 if chat else len(prompt))
+                   for prompt, generations in zip(prompts, per_prompt, strict=True) for generation in generations]
+        prompt_ids = [list(generations[0].prompt_token_ids or []) for generations in per_prompt]
+        extra = {"prompt_token_ids": prompt_ids[0] if chat else prompt_ids} if request.return_token_ids else {}
+        if request.stream:
+            events = await asyncio.get_running_loop().run_in_executor(self.workers, lambda: list(stream_events(
+                header, choices, self.texts, logprobs=logprobs, token_ids=request.return_token_ids,
+                total_usage=request_usage(per_prompt), first_extra=extra)))
+            return StreamingResponse(iter(events), media_type="text/event-stream", background=_after(large),
+                                     headers={"cache-control": "no-cache"})
+        if chat:
+            body = [chat_choice(index, generation, self.texts, logprobs=request.logprobs,
+                                token_ids=request.return_token_ids) for index, (generation, _) in enumerate(choices)]
+        else:
+            body = [completion_choice(index, generation, self.texts, logprobs=logprobs, prompt_chars=prompt_chars,
+                                      token_ids=request.return_token_ids)
+                    for index, (generation, prompt_chars) in enumerate(choices)]
+        response = {"id": header.id, "object": "chat.completion" if chat else "text_completion",
+                    "created": header.created, "model": self.model_name, "choices": body,
+                    "usage": request_usage(per_prompt), **extra}
+        return JSONResponse(response, background=_after(large))
 
 
 class RequestRejected(Exception):
@@ -223,6 +190,9 @@ class ServeLimits:
     ``max_stop_strings`` / ``max_stop_chars``: each stop string costs the generate thread work per
     vocabulary entry (300 strings of 300 characters took 7.8 s and stalled every other request).
     ``max_prompts``: text prompts one ``/v1/completions`` request may list (each is a generation).
+    ``max_queued_rows``: generations (prompts x ``n``) that may wait for the generate thread; past
+    it a request gets 503 with ``Retry-After: retry_after_s`` (an unbounded queue let six abandoned
+    ``n=16`` streams delay every later request by a minute).
     """
 
     max_model_len: int | None = None
@@ -237,6 +207,8 @@ class ServeLimits:
     max_stop_chars: int = 256
     max_prompts: int = 16
     validation_threads: int = 4
+    max_queued_rows: int = 1024
+    retry_after_s: int = 2
 
 
 def create_app(backend: ModelBackend, model_name: str, *, batch_window_ms: float = 20.0,
@@ -246,7 +218,8 @@ def create_app(backend: ModelBackend, model_name: str, *, batch_window_ms: float
     ``POST /v1/completions`` (text prompts; when the backend has ``generate_text``), ``GET /stats``
     (batching counters)."""
     limits = limits or ServeLimits()
-    batcher = RequestBatcher(backend, window_s=batch_window_ms / 1000.0, max_batch_size=max_batch_size)
+    batcher = RequestBatcher(backend, window_s=batch_window_ms / 1000.0, max_batch_size=max_batch_size,
+                             max_queued_rows=limits.max_queued_rows, retry_after_s=limits.retry_after_s)
     texts = TokenTexts(getattr(backend, "tokenizer", None))
     check_prompt = getattr(backend, "check_prompt", None)
     count_text_tokens = getattr(backend, "count_text_tokens", None)
@@ -256,6 +229,7 @@ def create_app(backend: ModelBackend, model_name: str, *, batch_window_ms: float
     # bound once: mypy does not carry the narrowing of ``limits`` into the generic ``validated`` below
     max_tokens_limit, max_n = limits.max_tokens_limit, limits.max_n
     validator = ThreadPoolExecutor(max_workers=limits.validation_threads, thread_name_prefix="vista-validate")
+    responder = _Responder(batcher, texts, model_name, validator)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -399,10 +373,6 @@ def create_app(backend: ModelBackend, model_name: str, *, batch_window_ms: float
                 check_length(int(count_text_tokens(prompt)), params, what)
         return request, params
 
-    def after(large: bool) -> BackgroundTask | None:
-        """Once the response is sent (the request's objects dropped), give a large request's memory back."""
-        return BackgroundTask(release_memory) if large else None
-
     async def parsed(http_request: Request, parse: Callable[[bytes], ParsedT]) -> tuple[ParsedT, bool]:
         """The body read and validated (on a worker thread), and whether it was large (which a
         refusal carries too, so its memory is given back either way)."""
@@ -417,24 +387,8 @@ def create_app(backend: ModelBackend, model_name: str, *, batch_window_ms: float
     def refused(exc: RequestRejected) -> JSONResponse:
         kind = "not_found_error" if exc.status == 404 else "invalid_request_error"
         response = _error(exc.status, exc.message, kind)
-        response.background = after(exc.large)
+        response.background = _after(exc.large)
         return response
-
-    def failed(exc: Exception, large: bool) -> JSONResponse:
-        response = _error(500, f"generation failed: {type(exc).__name__}: {exc}", "server_error")
-        response.background = after(large)
-        return response
-
-    async def streamed(header: StreamHeader, choices: list[tuple[Generation, Any]], request: Any,
-                       total: dict[str, int], first_extra: dict[str, Any], large: bool) -> StreamingResponse:
-        """Server-sent events of a finished generation (built on a worker thread: splitting the text
-        into per-token pieces decodes every prefix)."""
-        logprobs = request.logprobs is not None and request.logprobs is not False
-        events = await asyncio.get_running_loop().run_in_executor(validator, lambda: list(stream_events(
-            header, choices, texts, logprobs=logprobs, token_ids=request.return_token_ids, total_usage=total,
-            first_extra=first_extra)))
-        return StreamingResponse(iter(events), media_type="text/event-stream", background=after(large),
-                                 headers={"cache-control": "no-cache"})
 
     @app.post("/v1/chat/completions", response_model=None)
     async def chat_completions(http_request: Request) -> JSONResponse | StreamingResponse:
@@ -443,25 +397,7 @@ def create_app(backend: ModelBackend, model_name: str, *, batch_window_ms: float
         except RequestRejected as exc:
             return refused(exc)
         large = large or any(message.images for message in chat)
-        try:
-            generations = await batcher.submit(chat, params, top_logprobs=request.top_logprobs_wanted)
-        except Exception as exc:  # noqa: BLE001 - reported to the client as a server error
-            return failed(exc, large)
-        del chat
-        prompt_ids = generations[0].prompt_token_ids or []
-        total = usage(len(prompt_ids), sum(len(g.token_ids) for g in generations))
-        extra = {"prompt_token_ids": list(prompt_ids)} if request.return_token_ids else {}
-        header = StreamHeader(f"chatcmpl-{uuid.uuid4().hex}", "chat.completion.chunk", int(time.time()), model_name,
-                              request.include_usage)
-        if request.stream:
-            return await streamed(header, [(g, 0) for g in generations], request, total, extra, large)
-        response: dict[str, Any] = {
-            "id": header.id, "object": "chat.completion", "created": header.created, "model": model_name,
-            "choices": [chat_choice(i, g, texts, logprobs=request.logprobs, token_ids=request.return_token_ids)
-                        for i, g in enumerate(generations)],
-            "usage": total, **extra,
-        }
-        return JSONResponse(response, background=after(large))
+        return await responder.answer(http_request, request, params, [chat], "chat", large)
 
     @app.post("/v1/completions", response_model=None)
     async def completions(http_request: Request) -> JSONResponse | StreamingResponse:
@@ -469,32 +405,7 @@ def create_app(backend: ModelBackend, model_name: str, *, batch_window_ms: float
             (request, params), large = await parsed(http_request, parse_completion)
         except RequestRejected as exc:
             return refused(exc)
-        prompts = request.prompts
-        try:
-            per_prompt = await asyncio.gather(*(batcher.submit(prompt, params, kind="text",
-                                                               top_logprobs=request.top_logprobs_wanted)
-                                                for prompt in prompts))
-        except Exception as exc:  # noqa: BLE001 - reported to the client as a server error
-            return failed(exc, large)
-        # choice index = prompt index * n + sample index, as OpenAI orders them
-        choices = [(generation, len(prompt)) for prompt, generations in zip(prompts, per_prompt, strict=True)
-                   for generation in generations]
-        total = usage(sum(len(gens[0].prompt_token_ids or []) for gens in per_prompt),
-                      sum(len(generation.token_ids) for generation, _ in choices))
-        extra = ({"prompt_token_ids": [list(gens[0].prompt_token_ids or []) for gens in per_prompt]}
-                 if request.return_token_ids else {})
-        header = StreamHeader(f"cmpl-{uuid.uuid4().hex}", "text_completion", int(time.time()), model_name,
-                              request.include_usage)
-        if request.stream:
-            return await streamed(header, choices, request, total, extra, large)
-        response: dict[str, Any] = {
-            "id": header.id, "object": "text_completion", "created": header.created, "model": model_name,
-            "choices": [completion_choice(index, generation, texts, logprobs=request.logprobs is not None,
-                                          prompt_chars=prompt_chars, token_ids=request.return_token_ids)
-                        for index, (generation, prompt_chars) in enumerate(choices)],
-            "usage": total, **extra,
-        }
-        return JSONResponse(response, background=after(large))
+        return await responder.answer(http_request, request, params, request.prompts, "text", large)
 
     @app.exception_handler(Exception)
     async def _unexpected(_request: Request, exc: Exception) -> JSONResponse:
