@@ -290,5 +290,7 @@ def test_a_users_converted_records(tmp_path: Path) -> None:
 def test_the_cli_refuses_an_unknown_adversary_and_lists_them() -> None:
     bad = _audit_cli("oddshape/odd-colour-v0", "--adversary", "nope")
     assert bad.exit_code == 2 and "no adversary 'nope'" in bad.output
-    listed = _audit_cli("oddshape/odd-colour-v0", "--list")
+    listed = _audit_cli("--list")
     assert listed.exit_code == 0 and all(adversary.name in listed.output for adversary in all_adversaries())
+    typo = _audit_cli("vqa/records-v0", "--set", "env.config.records_path=/nonexistent/records.jsonl")
+    assert typo.exit_code == 1 and "could not create env vqa/records-v0" in typo.output

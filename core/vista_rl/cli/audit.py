@@ -21,6 +21,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+import vista_rl
 from vista_rl.audit import (
     EXIT_HOLE,
     EXIT_INCOMPLETE,
@@ -33,6 +34,7 @@ from vista_rl.audit import (
     audit_rewards,
 )
 from vista_rl.config import RunConfig, load_config
+from vista_rl.errors import VistaError
 
 #: Turns per episode when the run config sets none: room for spam, retries and the games' oracles.
 AUDIT_MAX_TURNS = 10
@@ -46,6 +48,17 @@ def audit_config(env_id: str, config_path: Path | None, sets: tuple[str, ...]) -
     if "max_turns" not in config.rollout.model_fields_set:
         config.rollout.max_turns = AUDIT_MAX_TURNS
     return config
+
+
+def _check_env(config: RunConfig) -> None:
+    """Make and close the env once, so a typo in its id or config is one clear error, not an error
+    in every episode."""
+    try:
+        vista_rl.make_env(config.env.id, **config.env.config).close()
+    except VistaError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any construction failure becomes one message
+        raise click.ClickException(f"could not create env {config.env.id}: {type(exc).__name__}: {exc}") from None
 
 
 def _number(value: float | None) -> str:
@@ -106,7 +119,7 @@ def audit_group() -> None:
 
 
 @audit_group.command("rewards")
-@click.argument("env_id")
+@click.argument("env_id", required=False)
 @click.option("--config", "config_path", type=click.Path(dir_okay=False, path_type=Path),
               help="Run config YAML whose env.config and rollout settings apply (env.id is ENV_ID).")
 @click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
@@ -119,7 +132,7 @@ def audit_group() -> None:
               help="env.step, the rollout engine, or both.")
 @click.option("--list", "list_only", is_flag=True, help="List the adversaries and exit.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON (progress goes to stderr).")
-def rewards_command(env_id: str, config_path: Path | None, sets: tuple[str, ...], seeds: int, first_seed: int,
+def rewards_command(env_id: str | None, config_path: Path | None, sets: tuple[str, ...], seeds: int, first_seed: int,
                     names: tuple[str, ...], path: str, list_only: bool, as_json: bool) -> None:
     """Play adversarial policies against ENV_ID and compare their rewards with the oracle's.
 
@@ -129,11 +142,14 @@ def rewards_command(env_id: str, config_path: Path | None, sets: tuple[str, ...]
         for adversary in all_adversaries():
             click.echo(f"{adversary.name:22} {adversary.family:8} {adversary.description}")
         return
+    if not env_id:
+        raise click.UsageError("give the env to audit: vista audit rewards ENV_ID")
     try:
         chosen = adversaries_named(names)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--adversary") from None
     config = audit_config(env_id, config_path, sets)
+    _check_env(config)
     paths = [name for name in PATHS if path in ("both", name)]
     console = Console(stderr=as_json)
     report = _run(config, chosen, paths, range(first_seed, first_seed + seeds), console)
