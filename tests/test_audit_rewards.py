@@ -267,6 +267,21 @@ def test_an_env_that_raises_is_reported_not_raised(vista_plugin: Any) -> None:
     assert next(row for row in report.rows if row.adversary == "empty").verdict == "ok"
 
 
+def test_engine_reflection_is_played_and_a_late_right_answer_is_reported() -> None:
+    """With ``rollout.reflection`` the engine resets the env after a wrong answer; the retry adversary's
+    turns run on across tries, and its right third answer earns the oracle's reward: a warning (retries
+    the reward does not discount), not a hole (it solved)."""
+    rollout = RolloutSection(max_turns=4, reflection=True, reflection_attempts=3)
+    report = audit_rewards("count-objects/count-objects-v0", seeds=[0], rollout=rollout,
+                           adversaries=adversaries_named(["retry-then-right", "retry-wrong"]))
+    rows = {(row.adversary, row.path): row for row in report.rows}
+    late = rows[("retry-then-right", "engine")]
+    assert late.solved == 1 and [w.kind for w in late.warnings] == ["late_answer_full_reward"]
+    assert rows[("retry-then-right", "step")].solved == 0  # env.step: the first wrong answer ends it
+    assert rows[("retry-wrong", "engine")].episodes[0].turns == 3 and not report.holes
+    assert report.exit_code == EXIT_OK
+
+
 def test_a_users_converted_records(tmp_path: Path) -> None:
     """``--set env.config.records_path=...``: a user's records, multiple choice and short answer."""
     rows = []

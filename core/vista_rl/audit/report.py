@@ -89,7 +89,7 @@ class Row:
     def to_dict(self) -> dict[str, Any]:
         return {"adversary": self.adversary, "path": self.path, "verdict": self.verdict,
                 "max_reward": self.max_reward, "mean_reward": self.mean_reward, "solved": self.solved,
-                "episodes": len(self.episodes), "errors": [e.to_dict() for e in self.errors],
+                "episodes": [episode.to_dict() for episode in self.episodes],
                 "holes": [f.to_dict() for f in self.holes], "warnings": [f.to_dict() for f in self.warnings]}
 
 
