@@ -199,7 +199,7 @@ def test_main_job_table_shows_every_row_both_decodings_and_the_verdict() -> None
 
 def test_main_job_report_runs_on_a_real_trained_run(tmp_path: Any, tiny_model_dir: Any) -> None:
     """End to end on a tiny FrozenLake run: every row is evaluated (greedy and sampled), the blind
-    search runs, and the verdict lands in results.json with the exit code that matches it."""
+    search and the random policy (scripted:random) run, and the verdict lands in results.json with the exit code that matches it."""
     import json
 
     from vista_plugin_local.main_job import main
@@ -213,7 +213,7 @@ def test_main_job_report_runs_on_a_real_trained_run(tmp_path: Any, tiny_model_di
     code = main([str(tmp_path / "run"), "--blind-train-seeds", "4", "--blind-candidates", "4"])
     report = json.loads((tmp_path / "run" / "results.json").read_text())["main_job"]
     rows = report["rows"]
-    assert {"untrained", "SFT", "RL", "RL, images blanked", "best blind sequence"} <= set(rows)
+    assert {"untrained", "SFT", "RL", "RL, images blanked", "best blind sequence", "random actions"} <= set(rows)
     assert all(set(modes) == {"greedy", "sampled"} for modes in rows.values())
     assert all(modes["greedy"]["n"] == 3 for name, modes in rows.items() if name != "best blind sequence")
     assert code == (0 if report["verdict"]["passed"] else 1)

@@ -14,7 +14,7 @@ to that line.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -57,6 +57,7 @@ from vista_rl.observation import (
     observation_fingerprint,
 )
 from vista_rl.parsing import ParsedResponse, ParsedToolCall, ResponseFormat, parse_response, split_actions
+from vista_rl.run_results import ConfigLike, EvalResult, RunResult
 from vista_rl.task import TaskRecord
 from vista_rl.tool import Tool, ToolContext, ToolResult
 from vista_rl.trajectory import TokenView, ToolCallRecord, Trajectory, Turn
@@ -64,6 +65,8 @@ from vista_rl.trajectory import TokenView, ToolCallRecord, Trajectory, Turn
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from vista_rl.config import RunConfig
 
 
@@ -112,6 +115,33 @@ def make_engine(engine_id: str, /, *, run: RunConfig, resume: str | Path | None 
     return build_engine(run, resume)
 
 
+def train(config: ConfigLike | None = None, *, engine: str | None = None, overrides: Iterable[str] = (),
+          resume: str | Path | None = None, strict: bool | None = None) -> RunResult:
+    """Train from Python as ``vista train`` does; returns the run directory, the engine's summary
+    (held-out ``evals``), the last step's metrics and the trained model's path.
+
+    ``config`` is a :class:`~vista_rl.config.RunConfig`, a YAML path or a dict; ``overrides`` are
+    ``key=value`` strings as ``--set`` takes them; ``engine`` overrides the config's ``engine``
+    (default ``local``); ``resume`` continues the run in that directory; ``strict`` refuses a config
+    that names code outside the installed VISTA plugins.  See :mod:`vista_rl.api`."""
+    from vista_rl.api import train as run_train
+
+    return run_train(config, engine=engine, overrides=overrides, resume=resume, strict=strict)
+
+
+def evaluate(config: ConfigLike | None = None, *, env: str | None = None, model: str | None = None,
+             overrides: Iterable[str] = (), backend: ModelBackend | None = None, html: bool = True,
+             resume: bool = False, overwrite: bool = False, console: Console | None = None,
+             strict: bool | None = None) -> EvalResult:
+    """Evaluate from Python as ``vista eval`` does (``env="sokoban/sokoban-v0",
+    model="scripted:oracle"``, or a config); returns the summary numbers and the run directory.
+    Without ``rollout.max_turns`` episodes play the env's own turn limit.  See :mod:`vista_rl.api`."""
+    from vista_rl.api import evaluate as run_evaluate
+
+    return run_evaluate(config, env=env, model=model, overrides=overrides, backend=backend, html=html,
+                        resume=resume, overwrite=overwrite, console=console, strict=strict)
+
+
 __all__ = [
     "IMAGE_PLACEHOLDER",
     "AdvantageBatch",
@@ -124,6 +154,7 @@ __all__ = [
     "EnginePlan",
     "Env",
     "EnvWrapper",
+    "EvalResult",
     "Generation",
     "ItemSpec",
     "Judge",
@@ -151,6 +182,7 @@ __all__ = [
     "RegisterTool",
     "ResponseFormat",
     "RunLoggers",
+    "RunResult",
     "RunStatus",
     "SamplingParams",
     "StepResult",
@@ -166,6 +198,7 @@ __all__ = [
     "VistaError",
     "count_placeholders",
     "escape_placeholders",
+    "evaluate",
     "flat_config",
     "episode_seed",
     "get_plugins",
@@ -189,6 +222,7 @@ __all__ = [
     "parse_response",
     "scalar_metrics",
     "split_actions",
+    "train",
     "resolve_import_path",
     "check_estimator_config",
     "check_loggers",

@@ -7,6 +7,8 @@ So every report of a visual agent needs, beside it:
 * the best *blind* baseline: the best fixed action sequence, chosen on training seeds and scored on
   the held-out seeds (:func:`best_blind_baseline`), played through the core ``RolloutEngine`` with the
   scripted backend, so it runs on any registered env exactly as a model would;
+* the random policy (:func:`random_baseline`): a uniformly random declared action each turn
+  (``scripted:random``), the floor any policy that acts should clear;
 * the agent with its images blanked (:class:`BlankImagesEnv`, registered as ``vista/blank-images``):
   same env, same text, every image replaced by a blank one of the same size; if success barely moves,
   the agent is not reading the image;
@@ -31,12 +33,12 @@ import vista_rl
 from vista_rl._stats import Estimate, proportion
 from vista_rl.backends.scripted import ScriptedBackend
 from vista_rl.config import RolloutSection
-from vista_rl.env import EnvWrapper, StepResult
+from vista_rl.env import DEFAULT_ACTION_REPLY, EnvWrapper, StepResult, declared_actions
 from vista_rl.observation import Observation
 from vista_rl.rollout.engine import RolloutEngine, episode_specs
 
 BLANK_ENV_ID = "vista/blank-images"
-DEFAULT_ACTION_FORMAT = "<answer>{}</answer>"
+DEFAULT_ACTION_FORMAT = DEFAULT_ACTION_REPLY
 #: Called after each candidate prefix is scored: (prefixes scored so far, upper estimate of the total).
 ProgressHook = Callable[[int, int], None]
 
@@ -213,6 +215,23 @@ def best_blind_baseline(env_id: str, env_config: Mapping[str, Any], actions: Seq
                                batch_size=batch_size)
         heldout = proportion(sum(won), len(won))
     return BlindBaseline(best.actions, best.estimate, heldout, len(ranked), exhaustive, ranked[1:5])
+
+
+def random_baseline(env_id: str, env_config: Mapping[str, Any], seeds: Sequence[int], max_turns: int, *,
+                    seed: int = 0, batch_size: int = 64) -> Estimate:
+    """Success (Wilson 95% CI) of a uniformly random declared action each turn (``scripted:random``,
+    phrased in the env's reply format) on ``seeds``, through the core ``RolloutEngine``; ``seed`` is
+    the run seed the draws depend on, so the number is reproducible."""
+    env = vista_rl.make_env(env_id, **dict(env_config))
+    try:
+        if not declared_actions(env):
+            raise ValueError(f"{env_id} declares no actions (action_names): a random policy has nothing to choose")
+    finally:
+        env.close()
+    settings = RolloutSection(max_turns=max_turns, batch_size=batch_size)
+    with RolloutEngine(ScriptedBackend("random"), settings, seed=seed) as engine:
+        trajectories = engine.run(episode_specs(env_id, seeds, 1, env_config))
+    return proportion(sum(1 for t in trajectories if t.success), len(trajectories))
 
 
 def bare_action(response: str, action_format: str = DEFAULT_ACTION_FORMAT) -> str:

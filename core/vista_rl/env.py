@@ -54,6 +54,10 @@ def episode_seed(seed: object, default: int = 0) -> int:
     raise ValueError(f"seed must be a whole number, got {seed!r}")
 
 
+#: How :func:`action_reply` phrases a declared action for an env without ``action_response``.
+DEFAULT_ACTION_REPLY = "<answer>{}</answer>"
+
+
 class Env(abc.ABC):
     """Base class of every VISTA environment.
 
@@ -80,6 +84,21 @@ class Env(abc.ABC):
     def oracle_response(self) -> str | None:
         """A correct response for the current state, when the env can compute one (for scripted
         baselines, SFT data and tests).  ``None`` means the env has no oracle."""
+        return None
+
+    def turn_limit(self) -> int | None:
+        """The most model turns an episode of this env takes: the env ends (truncates) every episode
+        by then, so a run that sets no ``rollout.max_turns`` plays this many (``vista eval``,
+        ``vista train``, :func:`vista_rl.evaluate`, :func:`vista_rl.train`).  ``None``: the env sets
+        no limit, and the run config's (default 5) applies; episodes it cuts off are counted as cut
+        off (``cut_off_episodes`` in an eval's metrics), since the env did not choose that end.
+
+        The default reads ``self.config.max_turns`` when the env keeps a config with that field (the
+        VQA, grounding and SVG envs do); an env whose limit is counted otherwise (the grid games'
+        ``max_steps``) overrides this."""
+        limit = getattr(getattr(self, "config", None), "max_turns", None)
+        if isinstance(limit, int) and not isinstance(limit, bool) and limit >= 1:
+            return limit
         return None
 
     def tool_context_metadata(self) -> dict[str, Any]:
@@ -144,6 +163,9 @@ class EnvWrapper(Env):
     def oracle_response(self) -> str | None:
         return self.inner.oracle_response()
 
+    def turn_limit(self) -> int | None:
+        return self.inner.turn_limit()
+
     def tool_context_metadata(self) -> dict[str, Any]:
         return self.inner.tool_context_metadata()
 
@@ -159,3 +181,24 @@ class EnvWrapper(Env):
         if name.startswith("_") or name == "inner":
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         return getattr(self.inner, name)
+
+
+def declared_actions(env: Env) -> list[str]:
+    """The action names an env declares (``env.action_names``, a sequence of strings), or ``[]``:
+    what blind and random baselines choose among."""
+    names = getattr(env, "action_names", None)
+    if isinstance(names, str) or not isinstance(names, Sequence):
+        return []
+    return [name for name in names if isinstance(name, str)]
+
+
+def action_reply(env: Env, action: str) -> str:
+    """A reply that takes the declared ``action`` in the env's own reply format.
+
+    An env whose replies need more than ``<answer>ACTION</answer>`` (think tags, a prompt format with
+    ``<observation>``/``<prediction>``) says how with an ``action_response(name) -> str`` method, which
+    ``vista_rl_sdk.check_env`` uses too; the grid games (gamekit) have one for each prompt format."""
+    respond = getattr(env, "action_response", None)
+    if callable(respond):
+        return str(respond(action))
+    return DEFAULT_ACTION_REPLY.format(action)

@@ -1,4 +1,5 @@
-"""``vista train CONFIG.yaml [--set key=value ...] [--resume RUN_DIR]``."""
+"""``vista train CONFIG.yaml [--set key=value ...] [--resume RUN_DIR]``: :func:`vista_rl.train` with its
+progress and summary printed."""
 
 from __future__ import annotations
 
@@ -10,24 +11,8 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-import vista_rl
-from vista_rl._liveness import liveness
-from vista_rl.config import RunConfig, load_config, validate_config
-from vista_rl.engine_contract import STATUS_FILE, read_status, run_engine
-from vista_rl.errors import ConfigError
-
-
-def _resume_config(run_dir: Path, overrides: tuple[str, ...]) -> RunConfig:
-    saved = run_dir / "config.yaml"
-    if not saved.is_file():
-        raise ConfigError(f"--resume {run_dir}: no config.yaml there (is it a run directory made by vista train?)")
-    data = yaml.safe_load(saved.read_text(encoding="utf-8")) or {}
-    if overrides:
-        from vista_rl.config import apply_overrides
-
-        data = apply_overrides(data, overrides)
-    data["output_dir"] = str(run_dir)
-    return validate_config(RunConfig, data, str(saved))
+from vista_rl.api import prepare_training, run_training
+from vista_rl.engine_contract import STATUS_FILE, read_status
 
 
 @click.command("train")
@@ -48,51 +33,29 @@ def train_command(config: Path | None, overrides: tuple[str, ...], resume: Path 
     """
     if config is None and resume is None:
         raise click.UsageError("give a CONFIG.yaml to start a run, or --resume RUN_DIR to continue one")
-    if engine_id is not None:
-        overrides = (*overrides, f"engine={engine_id}")
-    if resume is not None:
-        _check_not_running(resume)
-        run = _resume_config(resume, overrides)
-    else:
-        assert config is not None
-        run = load_config(RunConfig, config, overrides)
-    engine = vista_rl.make_engine(run.engine, run=run, resume=resume)
+    plan = prepare_training(config, engine=engine_id, overrides=overrides, resume=resume)
+    for note in plan.notes:
+        click.echo(note, err=True)
+    run = plan.run
     if dry_run:
-        plan = engine.validate()
+        checked = plan.engine.validate()
         click.echo(yaml.safe_dump(run.model_dump(mode="json"), sort_keys=False))
-        if plan.details:
-            click.echo(plan.details)
-        for warning in plan.warnings:
+        if checked.details:
+            click.echo(checked.details)
+        for warning in checked.warnings:
             click.echo(f"warning: {warning}", err=True)
         click.echo(f"dry run: the config is valid for engine {run.engine!r}; nothing was trained")
         return
-    run_dir = resume if resume is not None else Path(run.output_dir)
+    run_dir = plan.run_dir
     try:
-        summary = run_engine(engine, run_dir)
+        result = run_training(plan)
     except KeyboardInterrupt:
         sys.exit(130)
     except Exception:
         if (run_dir / STATUS_FILE).is_file() and (read_status(run_dir) or {}).get("status") == "failed":
             click.echo(f"vista train: the run failed; {run_dir / STATUS_FILE} records the error", err=True)
         raise
-    _print_summary(summary)
-
-
-def _check_not_running(run_dir: Path) -> None:
-    """Refuse to resume a run that a live process is still training; say so when the status file's
-    "running" is stale (its process was killed), since that is the run ``--resume`` is for."""
-    status = read_status(run_dir)
-    if not status:
-        return
-    if status.get("stale"):
-        click.echo(f"vista train: {run_dir} was interrupted ({status.get('reason')}); resuming it", err=True)
-    elif status.get("status") == "running":
-        if liveness(status) == "alive":
-            raise click.ClickException(
-                f"{run_dir} is still being trained by process {status.get('pid')} on this machine; stop it "
-                "first (two trainers would write the same checkpoints)")
-        click.echo(f"vista train: {run_dir / STATUS_FILE} says running on {status.get('hostname', 'another host')}, "
-                   "which this machine cannot check; resuming it", err=True)
+    _print_summary(result.summary)
 
 
 def _print_summary(summary: dict[str, object]) -> None:

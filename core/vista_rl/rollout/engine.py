@@ -20,7 +20,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +28,7 @@ from vista_rl.config import RolloutSection
 from vista_rl.env import Env
 from vista_rl.model import Generation, ModelBackend, SamplingParams
 from vista_rl.observation import Chat
-from vista_rl.rollout.episode import CHARS_PER_TOKEN, EpisodeDriver, EpisodeSpec, TurnCalls
+from vista_rl.rollout.episode import CHARS_PER_TOKEN, EpisodeDriver, EpisodeSpec, TurnCalls, TurnKey
 from vista_rl.rollout.turn import make_env_tools
 from vista_rl.rollout.workers import CallPool
 from vista_rl.tool import Tool
@@ -84,6 +84,10 @@ class RolloutEngine:
     ``settings`` is the run config's ``rollout`` section; ``seed`` (the run seed) goes into the
     sampling parameters; ``tools`` adds tools by name on top of those each env declares.  A trainer
     may replace ``engine.sampling`` between calls (e.g. a new seed per step) and reuse the engine.
+
+    A backend with ``needs_oracle`` gets, beside each chat, a reply drawn from that episode's env
+    (``oracle_responses``): its ``env_reply(env, TurnKey)`` when it has one (``scripted:random``), else
+    the env's ``oracle_response()``.
     """
 
     def __init__(
@@ -104,6 +108,9 @@ class RolloutEngine:
         self._tool_cache: dict[str, Tool] = {}
         self._tool_lock = threading.Lock()
         self._needs_oracle = bool(getattr(backend, "needs_oracle", False))
+        reply = getattr(backend, "env_reply", None)
+        self._env_reply: Callable[[Env, TurnKey], str | None] = reply if callable(reply) else _oracle
+        self._env_reply_name = "the backend's env_reply()" if callable(reply) else "env.oracle_response()"
         self.end_tokens: set[int] = _backend_end_tokens(backend)
 
     # ---------------------------------------------------------------- public API
@@ -216,13 +223,15 @@ class RolloutEngine:
             episode.check_budgets()
 
     def _ask_oracles(self, live: list[EpisodeDriver]) -> None:
-        calls = [(episode, self._pool.submit(_oracle, episode.env)) for episode in live if not episode.done]
+        seed = self.sampling.seed
+        calls = [(episode, self._pool.submit(self._env_reply, episode.env, episode.turn_key(seed)))
+                 for episode in live if not episode.done]
         for episode, call in calls:
             outcome = self._pool.wait(call, self.settings.env_timeout_s)
             if outcome.ok:
                 episode.oracle = outcome.value
             else:
-                episode.env_failed(outcome, "env.oracle_response()")
+                episode.env_failed(outcome, self._env_reply_name)
 
     def _generate(self, active: list[EpisodeDriver], chats: list[Chat]) -> Any:
         kwargs: dict[str, Any] = {}
@@ -312,5 +321,5 @@ def _backend_framework_s(backend: ModelBackend) -> float:
         return 0.0
 
 
-def _oracle(env: Env) -> str | None:
+def _oracle(env: Env, _key: TurnKey) -> str | None:
     return env.oracle_response()

@@ -6,7 +6,8 @@ the tool schemas appended and placeholders escaped, the first observation), the 
 sees next (``rollout.window_size``), the bookkeeping of each reply (turn records with their images,
 tool-call counts, errors, token accounting and the per-turn or concatenated token view), the env and
 tool calls with their timeouts (a tool turn is shown to the env with ``Env.observe_tool_turn``),
-reflection resets and the turn/token budgets, and the finished :class:`~vista_rl.trajectory.Trajectory`.
+reflection resets and the turn/token budgets, and the finished :class:`~vista_rl.trajectory.Trajectory`
+(whose metadata says whether a limit the env did not choose cut the episode short: ``cut_off``).
 
 The engines only decide how replies are produced: :class:`~vista_rl.rollout.RolloutEngine` batches
 many drivers into one ``generate`` call per turn and shares one :class:`CallPool` between them
@@ -57,6 +58,7 @@ from vista_rl.rollout.workers import CallOutcome, CallPool, PendingCall
 from vista_rl.store.images import image_hash
 from vista_rl.tool import Tool, ToolResult
 from vista_rl.trajectory import Trajectory, Turn
+from vista_rl.turn_limit import env_turn_limit, is_cut_off
 
 CHARS_PER_TOKEN = 4  # estimate used only when a backend reports no token ids
 
@@ -76,6 +78,19 @@ class EpisodeSpec:
     metadata: Mapping[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class TurnKey:
+    """Which turn of which episode a reply is for: what a backend that draws its reply from the env
+    (``env_reply``, e.g. ``scripted:random``) seeds its choice with, so that the reply depends on the
+    episode and the run seed, never on batch order or on the worker that runs the episode."""
+
+    env_id: str
+    seed: int | None
+    sample_index: int
+    turn: int
+    run_seed: int | None = None
+
+
 @dataclass
 class TurnCalls:
     """The env/tool calls one reply asked for, submitted and not yet waited on."""
@@ -93,6 +108,7 @@ class Opened:
     info: dict[str, Any]
     prompt: Any
     tools: dict[str, Tool]
+    turn_limit: int | None = None
 
 
 def open_env(spec: EpisodeSpec, tools_for: ToolFactory) -> Opened:
@@ -103,7 +119,8 @@ def open_env(spec: EpisodeSpec, tools_for: ToolFactory) -> Opened:
         observation, info = env.reset(seed=spec.seed)
         if not isinstance(observation, Observation):
             raise TypeError(f"reset() returned {type(observation).__name__}, not an Observation")
-        return Opened(env, observation, dict(info or {}), env.system_prompt(), tools_for(env))
+        return Opened(env, observation, dict(info or {}), env.system_prompt(), tools_for(env),
+                      env_turn_limit(env))
     except BaseException:
         env.close()
         raise
@@ -141,6 +158,7 @@ class EpisodeDriver:
         self.done = False
         self.stop_reason = ""
         self.oracle: str | None = None
+        self.env_turn_limit: int | None = None
         self.needs_reset = False
         self.env_hung = False
         self.first_attempt = FirstAttempt()
@@ -160,6 +178,11 @@ class EpisodeDriver:
         self.history.append(message)
         self.images_seen.extend(message.images)
 
+    def turn_key(self, run_seed: int | None = None) -> TurnKey:
+        """The key of the turn the model answers next (see :class:`TurnKey`)."""
+        spec = self.spec
+        return TurnKey(spec.env_id, spec.seed, spec.sample_index, len(self.trajectory.turns), run_seed)
+
     def chat(self) -> Chat:
         """What the model sees next: the system prompt and the history, windowed."""
         system = [self.system] if self.system is not None else []
@@ -173,11 +196,11 @@ class EpisodeDriver:
         """Book the result of :func:`open_env` (a failure or timeout ends the episode)."""
         spec = self.spec
         if not outcome.ok:
-            self.fail(outcome.describe(f"starting env {spec.env_id} (make, reset, system_prompt)",
+            self.fail(outcome.describe(f"starting env {spec.env_id} (make, reset, system_prompt, turn_limit)",
                                        self.settings.env_timeout_s), "env_error")
             return
         opened: Opened = outcome.value
-        self.env, self.tools = opened.env, opened.tools
+        self.env, self.tools, self.env_turn_limit = opened.env, opened.tools, opened.turn_limit
         try:
             self._start(opened)
         except Exception as exc:  # noqa: BLE001 - e.g. a tool whose schema cannot be built
@@ -386,6 +409,8 @@ class EpisodeDriver:
             stop_reason=self.stop_reason, attempts=self.attempt, generated_tokens=self.generated_tokens,
             tokens_estimated=self.tokens_estimated, context_tokens=self.context_tokens,
             format_errors=self.format_errors, env_steps=self.env_steps, tool_calls=self.tool_call_count,
+            turn_limit=self.settings.max_turns, env_turn_limit=self.env_turn_limit,
+            cut_off=is_cut_off(self.stop_reason, self.settings.max_turns, self.env_turn_limit),
         )
         trajectory.metadata.setdefault("first_attempt_success", trajectory.success)
         trajectory.turn_views = self.builder.turn_views if self.builder.active else []

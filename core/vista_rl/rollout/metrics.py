@@ -56,7 +56,10 @@ class RolloutMetrics:
     """Success rate, mean reward, format-error rate, mean turns and tokens, each with a 95% CI.
 
     The format-error rate is per env step (a step whose ``info["format_ok"]`` is False), Wilson
-    interval; rates per episode use Wilson intervals, means a normal interval.
+    interval; rates per episode use Wilson intervals, means a normal interval.  ``cut_off_rate`` is
+    the share of episodes the engine ended by a limit the env did not choose (the trajectory's
+    ``cut_off``, see :mod:`vista_rl.turn_limit`): a success rate with many of them measures the limit,
+    not the policy.
     """
 
     def __init__(self) -> None:
@@ -73,6 +76,7 @@ class RolloutMetrics:
         self.tool_calls = 0
         self.tokens_estimated = False
         self.stop_reasons: Counter[str] = Counter()
+        self.cut_off: Counter[str] = Counter()
         self.failure_examples: list[str] = []
 
     def add(self, trajectory: Trajectory) -> None:
@@ -93,6 +97,13 @@ class RolloutMetrics:
         self.tool_calls += int(meta.get("tool_calls", 0))
         self.tokens_estimated = self.tokens_estimated or bool(meta.get("tokens_estimated", False))
         self.stop_reasons[str(meta.get("stop_reason", ""))] += 1
+        if meta.get("cut_off") is True:
+            self.cut_off[str(meta.get("stop_reason", ""))] += 1
+
+    @property
+    def cut_off_episodes(self) -> int:
+        """Episodes ended by a limit the env did not choose (records without the mark count as not)."""
+        return sum(self.cut_off.values())
 
     def estimates(self) -> dict[str, Estimate]:
         return {
@@ -104,6 +115,7 @@ class RolloutMetrics:
             "failure_rate": proportion(self.failures, self.episodes),
             "first_attempt_success_rate": proportion(self.first_attempt_successes, self.episodes),
             "mean_attempts": mean(self.attempts),
+            "cut_off_rate": proportion(self.cut_off_episodes, self.episodes),
         }
 
     def summary(self) -> dict[str, Any]:
@@ -113,6 +125,7 @@ class RolloutMetrics:
             episodes=self.episodes, failures=self.failures, env_steps=self.env_steps,
             format_errors=self.format_errors, tool_calls=self.tool_calls,
             tokens_estimated=self.tokens_estimated, stop_reasons=dict(self.stop_reasons),
+            cut_off_episodes=self.cut_off_episodes, cut_off_by=dict(self.cut_off),
             failure_examples=list(self.failure_examples),
         )
         return data

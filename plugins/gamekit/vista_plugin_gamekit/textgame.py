@@ -283,6 +283,18 @@ class TextGameEnv(Env):
             parts.append("The remaining actions were not run.")
         return (" " + " ".join(parts)) if parts else ""
 
+    def turn_limit(self) -> int:
+        """``max_steps``: each turn that acts takes at least one step, so the game ends within this
+        many such turns (the rollout's default ``rollout.max_turns``; see :meth:`vista_rl.Env.turn_limit`)."""
+        return self.config.max_steps
+
+    def action_response(self, name: str) -> str:
+        """A well-formed reply that takes the one action ``name`` in this env's prompt format: what
+        ``scripted:random`` and ``vista_rl_sdk.check_env`` send for a declared action.  Its think
+        parts say nothing about the state (a policy that uses them is not reading the image)."""
+        return self._format.compose(name, think=f"I try {name}.", observation="I look at the grid.",
+                                    reasoning=f"I try {name}.", prediction=f"The grid after {name}.")
+
     # ------------------------------------------------------------------ oracle
     def oracle_actions(self) -> list[str] | None:
         """The actions the oracle sends this turn (a prefix of a shortest plan)."""

@@ -27,10 +27,11 @@ class EvalResult:
     reward: Estimate
     episodes: int
     failed: int = 0
+    cut_off: int = 0  # ended by a limit the env did not choose (see vista_rl.turn_limit)
 
     def to_dict(self) -> dict[str, Any]:
         return {"label": self.label, "success": self.success.to_dict(), "reward": self.reward.to_dict(),
-                "episodes": self.episodes, "failed_episodes": self.failed}
+                "episodes": self.episodes, "failed_episodes": self.failed, "cut_off_episodes": self.cut_off}
 
 
 def _cuda_devices() -> list[int]:
@@ -50,8 +51,10 @@ def evaluate(engine: RolloutEngine, specs: list[EpisodeSpec], sampling: Sampling
         trajectories = engine.run(specs)
     successes = sum(1 for trajectory in trajectories if trajectory.success)
     failed = sum(1 for trajectory in trajectories if trajectory.failure)
+    cut_off = sum(1 for trajectory in trajectories if trajectory.metadata.get("cut_off") is True)
     return EvalResult(label, proportion(successes, len(trajectories)),
-                      mean([trajectory.total_reward for trajectory in trajectories]), len(trajectories), failed)
+                      mean([trajectory.total_reward for trajectory in trajectories]), len(trajectories), failed,
+                      cut_off)
 
 
 @contextlib.contextmanager

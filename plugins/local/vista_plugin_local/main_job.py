@@ -1,5 +1,6 @@
 """The main job's honest report: every model of a finished local-engine run, greedy and sampled,
-beside the best blind baseline and the final model with its images blanked, and the verdict.
+beside the best blind baseline, a random policy and the final model with its images blanked, and the
+verdict.
 
 Run after ``vista train`` (``scripts/demo.sh`` does)::
 
@@ -36,6 +37,7 @@ from vista_rl.baselines import (
     bare_action,
     best_blind_baseline,
     main_job_verdict,
+    random_baseline,
 )
 from vista_rl.config import RunConfig, validate_config
 from vista_rl.rollout import Estimate
@@ -110,13 +112,27 @@ class MainJobReport:
                            f"({baseline.candidates_scored} sequences scored, {time.perf_counter() - started:.0f} s)")
         return baseline
 
+    def random_baseline(self) -> Estimate | None:
+        """``scripted:random`` on the held-out seeds with the run's turn cap: the floor any acting
+        policy should clear (a row of the table, not part of the verdict)."""
+        started = time.perf_counter()
+        try:
+            estimate = random_baseline(self.run.env.id, self.run.env.config, self.engine.eval.seeds.seeds(),
+                                       self.run.rollout.max_turns, seed=self.run.seed)
+        except ValueError as exc:
+            self.console.print(f"[yellow]no random baseline: {exc}[/yellow]")
+            return None
+        self.console.print(f"  random actions: held-out {estimate} ({time.perf_counter() - started:.1f} s)")
+        return estimate
+
     # ---------------------------------------------------------------------- run
     def build(self) -> dict[str, Any]:
         evals = self.results.get("evals", {})
         trained_at = self.engine.eval.temperature
         rows: dict[str, dict[str, Estimate]] = {}
         self.console.print("[bold]main job report[/bold]: greedy and sampled success on "
-                           f"{self.engine.eval.seeds.count} held-out seeds, blind baseline, images blanked")
+                           f"{self.engine.eval.seeds.count} held-out seeds, blind and random baselines, "
+                           "images blanked")
         for stage, name in STAGES:
             path = self._model_dir(stage)
             if path is None:
@@ -137,6 +153,9 @@ class MainJobReport:
         blind = self.blind_baseline()
         if blind is not None and blind.heldout is not None:
             rows["best blind sequence"] = {"greedy": blind.heldout, "sampled": blind.heldout}
+        randomly = self.random_baseline()
+        if randomly is not None:
+            rows["random actions"] = {"greedy": randomly, "sampled": randomly}
         verdict = self.verdict(rows)
         report = {
             "decoding_for_verdict": self.verdict_mode,

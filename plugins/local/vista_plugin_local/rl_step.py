@@ -141,7 +141,8 @@ class RLStep:
 
 
 def rollout_metrics(trajectories: list[Trajectory], episodes: list[TrainSample]) -> dict[str, Any]:
-    """What the rollout did: reward, success, turns, tool calls, errors and what went to training."""
+    """What the rollout did: reward, success, turns, tool calls, errors, episodes cut off by a limit the
+    env did not choose, and what went to training."""
     rewards = [trajectory.total_reward for trajectory in trajectories]
     return {
         "reward_mean": float(np.mean(rewards)), "reward_std": float(np.std(rewards)),
@@ -149,6 +150,8 @@ def rollout_metrics(trajectories: list[Trajectory], episodes: list[TrainSample])
         "turns_mean": float(np.mean([trajectory.num_turns for trajectory in trajectories])),
         "tool_calls_mean": float(np.mean([int(t.metadata.get("tool_calls", 0)) for t in trajectories])),
         "env_errors": sum(1 for trajectory in trajectories if trajectory.failure),
+        # ended by a limit the env did not choose (rollout.max_turns below its turn_limit(), a token budget)
+        "cut_off_episodes": sum(1 for trajectory in trajectories if trajectory.metadata.get("cut_off") is True),
         "trained_episodes": len({id(episode.trajectory) for episode in episodes}),
         "trained_sequences": len(episodes),
     }

@@ -287,8 +287,10 @@ class LocalEngine:
                       global_step=self.state.global_step)
         self.loggers.log(record, self.state.global_step)
         self.state.evals[label] = record
+        cut = (f"; [dark_orange]{result.cut_off} cut off by a limit the env did not choose "
+               f"(rollout.max_turns={self.run_config.rollout.max_turns})[/dark_orange]" if result.cut_off else "")
         self.console.print(f"eval [bold]{label}[/bold]: success {result.success} reward {result.reward} "
-                           f"({result.episodes} held-out episodes)")
+                           f"({result.episodes} held-out episodes{cut})")
         return result
 
     def _finish(self) -> dict[str, Any]:
