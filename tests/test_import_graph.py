@@ -205,6 +205,7 @@ PUBLIC_MODULES = frozenset({
     "vista_rl.model_paths",
     "vista_rl.baselines",  # blind baselines and the main-job verdict any engine's main job reports
     "vista_rl.chat_render",  # the one chat layout RL, SFT and serving share
+    "vista_rl.audit",  # the reward audit (audit_rewards, its report, the adversaries), for plugins' own tests
 })
 CONSUMERS = ("plugins/*/**/*.py", "contrib/*/**/*.py", "sdk/**/*.py", "templates/**/*.py")
 DOC_PAGES = ("README.md", "CONTRIBUTING.md", "docs/**/*.md", "plugins/*/README.md", "contrib/*/README.md",
