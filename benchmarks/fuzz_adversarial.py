@@ -23,6 +23,9 @@ Targets, each counting *uncaught* failures (what must never happen):
   ``POST /sessions`` with import paths, host paths, records that carry host paths, nesting up to
   100,000 deep and non-finite numbers; an accepted session is reset and stepped once (a dropped
   connection is a server that died);
+- ``vista serve`` abandoned streams (issue 33): six streamed ``n=16, max_tokens=512`` requests whose
+  sockets close, at once or while generating, then a small request, timed against the quiet server
+  (a probe past 2x its quiet latency + 2 s is a failure);
 - ``vista data convert`` (the function, as a black box) over hostile release files in a temp dir:
   ChartQA ``imgname`` and records ``images``/``dataset`` that are absolute, ``..``, symlinks out
   or odd; a file written outside DST, or a record pointing outside DST, counts as a failure.
@@ -31,7 +34,7 @@ The report's ``peak_rss_mb`` is the harness's peak RSS and ``peak_rss_children_m
 child server's.
 
 Usage: ``python benchmarks/fuzz_adversarial.py [--per-env N] [--server N] [--serve N] [--serve-images N]
-[--tool-server N] [--env-configs N] [--convert N] [--no-ray]``; exit status 1 when anything went uncaught.
+[--tool-server N] [--env-configs N] [--convert N] [--abandoned-streams N] [--no-ray]``; exit status 1 when anything went uncaught.
 """
 
 from __future__ import annotations
@@ -327,6 +330,64 @@ def fuzz_serve(strings: list[str], raw_count: int, image_strings: list[str] | No
         images.seconds = time.perf_counter() - started
     backend.close()
     return {"messages": messages.to_dict(), "raw_bodies": raw.to_dict(), "images": images.to_dict()}
+
+
+# ------------------------------------------------------------------ vista serve: abandoned streams
+
+def fuzz_abandoned_streams(streams: int = 6, n: int = 16, max_tokens: int = 512, probe_tokens: int = 8) -> dict[str, Any]:
+    """Issue 33's attack on ``vista serve`` (the tiny Qwen2.5-VL, real HTTP on 127.0.0.1):
+    ``streams`` streamed ``n=16, max_tokens=512`` requests whose sockets close, then one
+    ``probe_tokens``-token request, timed against the same request on the quiet server.  Two ways
+    to leave: at once (the request sent, the socket closed) and while generating (closed once the
+    model has started on them).  Was: the probe waited for every abandoned token (60.8 s against
+    1.4 s in the issue).  ``within_2x`` is the issue's bar; ``uncaught`` counts a probe past
+    2x + 2 s (slack for a loaded machine), far below what the abandoned work costs."""
+    import socket
+    import statistics
+
+    import httpx
+    from vista_plugin_transformers.backend import TransformersBackend
+    from vista_plugin_transformers.server import BackgroundServer, create_app
+
+    from vista_rl_sdk.tiny_models import cached_tiny_model
+
+    backend = TransformersBackend(path=str(cached_tiny_model()), device="cpu")
+    probe = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": probe_tokens, "temperature": 0.0}
+    body = json.dumps({"messages": [{"role": "user", "content": "tell me a long story"}], "n": n,
+                       "max_tokens": max_tokens, "temperature": 1.0, "stream": True}).encode()
+    request = (f"POST /v1/chat/completions HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n"
+               f"content-length: {len(body)}\r\n\r\n").encode() + body
+    report: dict[str, Any] = {"streams": streams, "n": n, "max_tokens": max_tokens, "uncaught": 0}
+    started = time.perf_counter()
+    with BackgroundServer(create_app(backend, "tiny", batch_window_ms=10.0)) as server, \
+            httpx.Client(base_url=server.url, timeout=600) as http:
+
+        def latency() -> float:
+            began = time.perf_counter()
+            http.post("/v1/chat/completions", json=probe).raise_for_status()
+            return time.perf_counter() - began
+
+        latency()
+        for mode in ("closed_at_once", "closed_while_generating"):
+            quiet = statistics.median(latency() for _ in range(5))
+            calls = backend.timings.calls
+            sockets = [socket.create_connection((server.host, server.port)) for _ in range(streams)]
+            for sock in sockets:
+                sock.sendall(request)
+            deadline = time.monotonic() + 60
+            while mode == "closed_while_generating" and backend.timings.calls == calls and time.monotonic() < deadline:
+                time.sleep(0.005)
+            for sock in sockets:
+                sock.close()
+            after = latency()
+            report[mode] = {"quiet_s": round(quiet, 3), "after_s": round(after, 3), "ratio": round(after / quiet, 1),
+                            "within_2x": after <= 2 * quiet}
+            report["uncaught"] += int(after > 2 * quiet + 2.0)
+        report["stats"] = http.get("/stats").json()
+    backend.close()
+    report["seconds"] = round(time.perf_counter() - started, 1)
+    report["load_1m"] = round(os.getloadavg()[0], 2)
+    return report
 
 
 # ------------------------------------------------------------------------------- hostile images
@@ -720,6 +781,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tool-server", type=int, default=3500, help="calls sent to a tool server")
     parser.add_argument("--env-configs", type=int, default=2000, help="hostile client configs sent to /sessions")
     parser.add_argument("--convert", type=int, default=3000, help="hostile release records through vista data convert")
+    parser.add_argument("--abandoned-streams", type=int, default=6,
+                        help="streamed n=16 requests abandoned before a timed small one (issue 33); 0 skips")
     parser.add_argument("--only-new", action="store_true",
                         help="only the issue-22 surfaces (no envs, env-server actions or serve text)")
     parser.add_argument("--seed", type=int, default=0)
@@ -732,6 +795,9 @@ def main(argv: list[str] | None = None) -> int:
             report = run(args.per_env, args.server, args.serve, args.seed, use_ray=not args.no_ray,
                          serve_images=args.serve_images, tool_server=args.tool_server, env_configs=args.env_configs,
                          convert=args.convert)
+        if args.abandoned_streams and not args.only_new:
+            report["serve_abandoned_streams"] = fuzz_abandoned_streams(args.abandoned_streams)
+            report["uncaught_exceptions"] += report["serve_abandoned_streams"]["uncaught"]
     except Exception:  # noqa: BLE001 - the harness itself failing is reported as JSON too
         report = {"harness_error": traceback.format_exc(), "uncaught_exceptions": -1}
     print(json.dumps(report, indent=1))
