@@ -182,11 +182,13 @@ def check_import_targets(run: RunConfig, strict: bool | None = None) -> list[Imp
             f"({_STRICT_HINT}) refuses to import it; package that code as a VISTA plugin (an entry point "
             f"in the {ENTRY_POINT_GROUP!r} group), or run without strict mode to allow it with a warning")
     for use in outside:
-        # stacklevel 1: the same location for every caller, so Python's registry shows it once
-        warnings.warn(f"run config field {use.field} imports {use.target!r}: module {use.module} is not part "
-                      f"of the installed VISTA plugins, and the run will import and call it with your "
-                      f"permissions. Run configs from others can run code this way; {_STRICT_HINT} refuses "
-                      f"such a config", ImportTargetWarning, stacklevel=1)
+        # Located at "run config" rather than at a line of code (Python prints no source line then),
+        # and kept in this module's registry, so that Python's filters show each one once.
+        warnings.warn_explicit(
+            f"field {use.field} imports {use.target!r}: module {use.module} is not part of the installed "
+            f"VISTA plugins, and the run will import and call it with your permissions. Run configs from "
+            f"others can run code this way; {_STRICT_HINT} refuses such a config", ImportTargetWarning,
+            filename="run config", lineno=0, module=__name__, registry=globals().setdefault("__warningregistry__", {}))
     return uses
 
 

@@ -115,9 +115,12 @@ def config_overrides(ctx: click.Context, config_path: Path | None, values: dict[
 @click.option("--overwrite", is_flag=True,
               help="Write into --out even though it holds another run: this eval's files there (trajectories, "
                    "metrics, viewer, config) are replaced; files that eval does not write are left alone.")
+@click.option("--strict", is_flag=True,
+              help="Refuse a config that names code outside the installed VISTA plugins (an ImportTarget field, "
+                   "such as the svg env's encoder) before anything is imported; VISTA_STRICT_PLUGINS=1 does too.")
 @click.pass_context
 def eval_command(ctx: click.Context, config_file: Path | None, config_option: Path | None, sets: tuple[str, ...],
-                 no_html: bool, resume: bool, overwrite: bool, **values: Any) -> None:
+                 no_html: bool, resume: bool, overwrite: bool, strict: bool, **values: Any) -> None:
     """Evaluate a model backend on an environment: metrics with 95% CIs and saved trajectories."""
     if config_file and config_option and config_file != config_option:
         raise click.UsageError("give the config file once (positional CONFIG_FILE or --config)")
@@ -137,7 +140,7 @@ def eval_command(ctx: click.Context, config_file: Path | None, config_option: Pa
     console = Console()
     try:
         result = evaluate(config_path if config_path is not None else {}, overrides=overrides, html=not no_html,
-                          resume=resume, overwrite=overwrite, console=console)
+                          resume=resume, overwrite=overwrite, console=console, strict=strict or None)
     except RunSetupError as exc:
         raise click.ClickException(str(exc)) from None
     summary, out = result.summary, result.run_dir

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from vista_rl.api import prepare_training, run_training
 from vista_rl.engine_contract import STATUS_FILE, read_status
+from vista_rl.import_targets import find_import_targets, import_targets_listing
 
 
 @click.command("train")
@@ -23,9 +24,13 @@ from vista_rl.engine_contract import STATUS_FILE, read_status
               help="Continue the run in RUN_DIR from its last checkpoint (same optimizer, RNG and data position).")
 @click.option("--engine", "engine_id", default=None, help="Engine to train with (overrides the config's `engine`).")
 @click.option("--dry-run", is_flag=True,
-              help="Validate the config for the engine (its own section included) and print what would run.")
+              help="Validate the config for the engine (its own section included) and print what would run, "
+                   "with every import target the config names.")
+@click.option("--strict", is_flag=True,
+              help="Refuse a config that names code outside the installed VISTA plugins (an ImportTarget field, "
+                   "such as the svg env's encoder) before anything is imported; VISTA_STRICT_PLUGINS=1 does too.")
 def train_command(config: Path | None, overrides: tuple[str, ...], resume: Path | None, engine_id: str | None,
-                  dry_run: bool) -> None:
+                  dry_run: bool, strict: bool) -> None:
     """Train a policy with the engine the run config names (default: local).
 
     The run directory gets a status.json: running, then completed, failed (with the error) or
@@ -33,13 +38,14 @@ def train_command(config: Path | None, overrides: tuple[str, ...], resume: Path 
     """
     if config is None and resume is None:
         raise click.UsageError("give a CONFIG.yaml to start a run, or --resume RUN_DIR to continue one")
-    plan = prepare_training(config, engine=engine_id, overrides=overrides, resume=resume)
+    plan = prepare_training(config, engine=engine_id, overrides=overrides, resume=resume, strict=strict or None)
     for note in plan.notes:
         click.echo(note, err=True)
     run = plan.run
     if dry_run:
         checked = plan.engine.validate()
         click.echo(yaml.safe_dump(run.model_dump(mode="json"), sort_keys=False))
+        click.echo(import_targets_listing(find_import_targets(run)))
         if checked.details:
             click.echo(checked.details)
         for warning in checked.warnings:
