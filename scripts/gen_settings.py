@@ -119,6 +119,14 @@ def render(model: type[BaseModel]) -> str:
         "Every key a run config (YAML, or `--set key=value`) accepts, with its type, default and meaning.",
         "Plugins' own options live under `env.config`, `model.config`, `rollout.tools.<id>.config` and",
         "`engine_config.<engine id>`; their READMEs describe them.",
+        "",
+        "A run config can name code and send data. Plugin fields marked `ImportTarget` (the svg env's",
+        "`env.config.encoder: \"pkg.mod:factory\"`) are imported and called: `vista train --dry-run` lists",
+        "them, a run warns for one outside the installed VISTA plugins and `--strict` refuses it.",
+        "`trainer.loggers` trackers get the whole config and every metric, wherever their options point",
+        "(an MLflow `tracking_uri`, wandb `mode: online`); a destination that is remote or outside the",
+        "run directory is printed at start. See the tools README, \"Threat model: run configs and",
+        "trackers\".",
     ]
     groups: dict[str, list[Setting]] = {}
     for setting in settings(model):
