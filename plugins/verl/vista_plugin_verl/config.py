@@ -14,7 +14,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from vista_plugin_verl import local_section
 from vista_plugin_verl.agent_loop_name import AGENT_NAME
+from vista_plugin_verl.coverage import NOT_TRAINED
 from vista_rl import ConfigError, check_estimator_config
 from vista_rl.config import RunConfig, engine_section
 
@@ -61,12 +63,18 @@ def engine_config(run: RunConfig) -> VerlEngineConfig:
     return engine_section(run, ENGINE_ID, VerlEngineConfig)
 
 
+def gpu_share(run: RunConfig, cfg: VerlEngineConfig) -> tuple[int, int]:
+    """(sequences of one mini-batch on each GPU, GPUs): ``mini-batch seeds x rollout.n / GPUs``."""
+    gpus = cfg.cluster.n_gpus_per_node * cfg.cluster.nnodes
+    return run.trainer.seeds_per_step // run.algorithm.mini_batches * run.rollout.group_size // gpus, gpus
+
+
 def micro_batch_per_gpu(run: RunConfig, cfg: VerlEngineConfig) -> int:
     """``trainer.micro_batch_size`` as verl's ``ppo_micro_batch_size_per_gpu``: at most one GPU's share
-    of a mini-batch (``mini-batch seeds x rollout.n / GPUs``), which is what a larger value means locally
-    too (one forward per mini-batch); verl's workers require the share to be a multiple of it."""
-    gpus = cfg.cluster.n_gpus_per_node * cfg.cluster.nnodes
-    share = run.trainer.seeds_per_step // run.algorithm.mini_batches * run.rollout.group_size // gpus
+    of a mini-batch, which is what a larger value means locally too (one forward per mini-batch: the
+    same gradient); verl's workers require the share to be a multiple of it.  :func:`check_neutral`
+    says so in a warning when it takes the share."""
+    share, _gpus = gpu_share(run, cfg)
     return min(run.trainer.micro_batch_size, share) if share else run.trainer.micro_batch_size
 
 
@@ -100,6 +108,9 @@ def trains_differently(run: RunConfig, cfg: VerlEngineConfig) -> list[str]:
     elif rollout.sequences == "turn":
         out.append("rollout.sequences: turn trains one sequence per turn, but verl trains one sequence per "
                    "episode; set rollout.sequences: auto (or episode), or train with --engine local")
+    if run.algorithm.turn_credit != "episode":
+        out.append(f"algorithm.turn_credit: {run.algorithm.turn_credit} credits per-turn sequences, which verl "
+                   "does not build; set algorithm.turn_credit: episode with rollout.window_size: null")
     if rollout.max_context_tokens is not None:
         out.append(f"rollout.max_context_tokens: verl does not trim the context to {rollout.max_context_tokens} "
                    "tokens; it bounds an episode by engine_config.verl.cluster.max_prompt_length and "
@@ -124,11 +135,7 @@ def trains_differently(run: RunConfig, cfg: VerlEngineConfig) -> list[str]:
         out.append(f"model.config: the local backend's model options ({', '.join(sorted(run.model.config))}) "
                    "do not reach verl, which loads model.path with actor_rollout_ref.model.*; set model.config: {} "
                    "and put verl's own keys in engine_config.verl.overrides")
-    image_size = run.engine_config.get("local", {}).get("image_size")
-    if image_size:
-        out.append(f"engine_config.local.image_size: the local engine shows observations at {image_size}x"
-                   f"{image_size}, verl at the size the env renders them; remove it and make the env render at "
-                   f"that size (e.g. a smaller tile size in env.config), or train with --engine local")
+    out += local_section.refusals(local_section.raw_section(run), run.algorithm.uses_critic)
     return out
 
 
@@ -138,6 +145,7 @@ def check_neutral(run: RunConfig, cfg: VerlEngineConfig | None = None) -> list[s
     logged come back as warnings."""
     trainer, algo = run.trainer, run.algorithm
     cfg = cfg or engine_config(run)
+    local_section.raw_section(run)  # a misspelt engine_config.local key first, as the local engine would
     if trainer.steps < 1:
         raise ConfigError("trainer.steps: the verl engine trains only RL; set at least 1 step")
     if trainer.scheduler not in SCHEDULERS:
@@ -145,8 +153,7 @@ def check_neutral(run: RunConfig, cfg: VerlEngineConfig | None = None) -> list[s
     if trainer.seeds_per_step % algo.mini_batches:
         raise ConfigError(f"algorithm.mini_batches: verl splits a step's {trainer.seeds_per_step} seeds "
                           f"(trainer.seeds_per_step) into equal mini-batches; {algo.mini_batches} does not divide it")
-    gpus = cfg.cluster.n_gpus_per_node * cfg.cluster.nnodes
-    share = trainer.seeds_per_step // algo.mini_batches * run.rollout.group_size // gpus
+    share, gpus = gpu_share(run, cfg)
     if share and share % micro_batch_per_gpu(run, cfg):
         raise ConfigError(f"trainer.micro_batch_size: verl's workers need it to divide one GPU's share of a "
                           f"mini-batch ({share} sequences on {gpus} GPUs); {trainer.micro_batch_size} does not")
@@ -161,11 +168,34 @@ def check_neutral(run: RunConfig, cfg: VerlEngineConfig | None = None) -> list[s
     if different:
         raise ConfigError("the verl engine would train this config differently from the local engine:\n  "
                           + "\n  ".join(different))
+    out = not_trained_warnings(run) + local_section.warnings(local_section.raw_section(run))
+    if share and trainer.micro_batch_size > share:
+        out.append(f"trainer.micro_batch_size: {trainer.micro_batch_size} is more than one GPU's share of a "
+                   f"mini-batch ({share} sequences on {gpus} GPUs), so verl's micro-batch is {share} (the same "
+                   "gradient: one forward per mini-batch, as the local engine does)")
     unmapped = sorted({_logger_id(entry) for entry in trainer.loggers} - set(LOGGERS))
     if unmapped:
-        return [f"trainer.loggers: verl has no {', '.join(unmapped)} logger; it logs to the console and "
-                f"{', '.join(sorted(verl_loggers(run)[1:])) or 'nothing else'}"]
-    return []
+        out.append(f"trainer.loggers: verl has no {', '.join(unmapped)} logger; it logs to the console and "
+                   f"{', '.join(sorted(verl_loggers(run)[1:])) or 'nothing else'}")
+    return out
+
+
+def not_trained_warnings(run: RunConfig) -> list[str]:
+    """A warning for each run-config key set that changes nothing verl trains (``coverage.NOT_TRAINED``)."""
+    defaults = RunConfig.model_validate({"env": {"id": run.env.id}})
+    out = []
+    for key, why in NOT_TRAINED.items():
+        if key.startswith("engine_config."):
+            continue  # local_section.warnings
+        if _get(run, key) != _get(defaults, key):
+            out.append(f"{key}: not used by verl ({why})")
+    return out
+
+
+def _get(obj: Any, dotted: str) -> Any:
+    for part in dotted.split("."):
+        obj = getattr(obj, part)
+    return obj
 
 
 def _logger_id(entry: str | dict[str, Any]) -> str:
@@ -298,6 +328,7 @@ def compose_overrides(run: RunConfig, cfg: VerlEngineConfig, train_file: str | P
         ]
     for key, value in sorted(params.items()):
         out.append(f"+algorithm.vista_params.{key}={_q(value)}")
+    out += local_section.overrides(local_section.raw_section(run), critic)
     return out + list(cfg.overrides)
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from vista_plugin_verl.agent_loop_name import AGENT_NAME
+from vista_rl.config import RunConfig
 
 #: The rollout keys the agent loop's EpisodeDriver reads, as RolloutEngine reads them: reflection, the
 #: tool-result role, the tool schemas in the system prompt (describe_tools), rollout.tools (how the
@@ -51,22 +52,42 @@ def env_rows(env_id: str, env_config: dict[str, Any], seeds: Sequence[int], spli
     ]
 
 
-def write_env_datasets(out_dir: str | Path, env_id: str, env_config: dict[str, Any], train_seeds: Sequence[int],
-                       val_seeds: Sequence[int], max_turns: int,
-                       rollout: Mapping[str, Any] | None = None) -> tuple[Path, Path]:
-    """Write ``train.parquet`` and ``val.parquet``; raises if the seed sets overlap."""
+def run_rows(run: RunConfig) -> dict[str, list[dict[str, Any]]]:
+    """The train and val rows of a run config (``trainer.train_seeds``, ``eval.seeds``): everything of
+    the config the agent loop reads travels in them.  Raises if the seed sets overlap."""
+    train, val = run.trainer.train_seeds.seeds(), run.eval.seeds.seeds()
+    _check_disjoint(train, val)
+    rollout = run.rollout.model_dump()
+    return {split: env_rows(run.env.id, run.env.config, seeds, split, run.rollout.max_turns, rollout=rollout)
+            for split, seeds in (("train", train), ("val", val))}
+
+
+def write_rows(out_dir: str | Path, rows: Mapping[str, list[dict[str, Any]]]) -> tuple[Path, Path]:
+    """Write ``train.parquet`` and ``val.parquet`` from :func:`run_rows`."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for split in ("train", "val"):
+        path = out / f"{split}.parquet"
+        pq.write_table(pa.Table.from_pylist(list(rows[split])), path)
+        paths.append(path)
+    return paths[0], paths[1]
+
+
+def _check_disjoint(train_seeds: Sequence[int], val_seeds: Sequence[int]) -> None:
     overlap = sorted(set(train_seeds) & set(val_seeds))
     if overlap:
         raise SeedOverlapError(f"train and validation seeds overlap ({len(overlap)} seeds, e.g. {overlap[:5]}); "
                                "pick disjoint ranges")
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for split, seeds in (("train", train_seeds), ("val", val_seeds)):
-        path = out / f"{split}.parquet"
-        pq.write_table(pa.Table.from_pylist(env_rows(env_id, env_config, seeds, split, max_turns, rollout=rollout)), path)
-        paths.append(path)
-    return paths[0], paths[1]
+
+
+def write_env_datasets(out_dir: str | Path, env_id: str, env_config: dict[str, Any], train_seeds: Sequence[int],
+                       val_seeds: Sequence[int], max_turns: int,
+                       rollout: Mapping[str, Any] | None = None) -> tuple[Path, Path]:
+    """Write ``train.parquet`` and ``val.parquet``; raises if the seed sets overlap."""
+    _check_disjoint(train_seeds, val_seeds)
+    return write_rows(out_dir, {split: env_rows(env_id, env_config, seeds, split, max_turns, rollout=rollout)
+                                for split, seeds in (("train", train_seeds), ("val", val_seeds))})

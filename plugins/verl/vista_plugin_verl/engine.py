@@ -88,12 +88,10 @@ class VerlEngine:
 
     def prepare(self) -> tuple[list[str], Any]:
         """Write the parquet datasets; compose and validate verl's config.  Returns (command, config)."""
-        from vista_plugin_verl.dataset import write_env_datasets
+        from vista_plugin_verl.dataset import run_rows, write_rows
 
         run = self.run_config
-        train, val = write_env_datasets(self.run_dir / "data", run.env.id, run.env.config,
-                                        run.trainer.train_seeds.seeds(), run.eval.seeds.seeds(), run.rollout.max_turns,
-                                        rollout=run.rollout.model_dump())
+        train, val = write_rows(self.run_dir / "data", run_rows(run))
         overrides = compose_overrides(run, self.cfg, train.resolve(), val.resolve(), resume=self.resume is not None)
         return self._command(overrides), compose_verl_config(overrides)
 
