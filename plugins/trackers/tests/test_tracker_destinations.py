@@ -119,3 +119,33 @@ def test_wandb_online_names_the_service_and_offline_stays_in_the_run_directory(
     assert MlflowLogger().destination(tmp_path) == (tmp_path.resolve() / "mlruns").as_uri()
     for workspace in ("databricks", "databricks-uc"):  # MLflow's bare names for a remote workspace
         assert MlflowLogger(tracking_uri=workspace).destination(tmp_path).startswith(f"{workspace}://")
+
+
+def test_vista_train_prints_an_outside_mlflow_store_at_start(tmp_path: Path, tiny_model_dir: Path,
+                                                            capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole path: ``vista train`` with a tracker pointed outside the run directory (a run with no
+    training stages, so it only starts and finishes its loggers)."""
+    pytest.importorskip("transformers")
+    import yaml
+
+    from vista_rl.cli.main import main
+
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    elsewhere = (tmp_path / "shared" / "mlruns").as_uri()
+    config = tmp_path / "train.yaml"
+    config.write_text(yaml.safe_dump({
+        "output_dir": str(tmp_path / "run"),
+        "env": {"id": "oddshape/odd-colour-v0", "config": {"grid": 2, "cell_size": 28, "prompt_format": "no_think"}},
+        "model": {"path": str(tiny_model_dir)},
+        "trainer": {"steps": 0, "loggers": ["jsonl", {"id": "mlflow", "tracking_uri": elsewhere}]},
+        "sft": {"steps": 0}, "eval": {"at_start": False, "seeds": {"start": 1000, "count": 2}},
+    }))
+    try:
+        main(["train", str(config)])
+    except SystemExit as exc:
+        assert not exc.code
+    assert _announced(capsys.readouterr().err) == [
+        f"vista: logger 'mlflow' sends the run config and metrics to {elsewhere} "
+        f"(outside the run directory {tmp_path / 'run'})"]
+    assert (tmp_path / "shared" / "mlruns").is_dir()
