@@ -129,7 +129,7 @@ def test_vista_train_prints_an_outside_mlflow_store_at_start(tmp_path: Path, tin
     pytest.importorskip("transformers")
     import yaml
 
-    from vista_rl.cli.main import main
+    from vista_rl.cli import main
 
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
     elsewhere = (tmp_path / "shared" / "mlruns").as_uri()
