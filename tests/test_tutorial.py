@@ -1,34 +1,44 @@
-"""The env-plugin tutorial (docs/tutorial-env-plugin.md) followed as a reader would, verbatim.
+"""The plugin tutorials (docs/tutorial-env-plugin.md, docs/tutorial-multi-turn-env.md) followed as a
+reader would, verbatim.
 
-Its ```bash blocks run in order in one shell session per block (the working directory carries over,
-as in a terminal), between them the edits it asks for: each ```python or ```py block whose first
-line is ``# <path>.py`` is written (appended, in page order) to that file of the generated plugin.
+Each page's ```bash blocks run in order in one shell session per block (the working directory
+carries over, as in a terminal); between them the edits it asks for: each ```python block whose
+first line is ``# <path>.py`` is written (the first block of a file replaces the template's file,
+later ones are appended, in page order) to that file of the generated plugin, and every other
+```python block runs as a script with the reader's ``python`` in the current folder.  The pages end
+with what the generated CI runs, ``ruff check .`` and ``python -m pytest``: the tutorials' code must
+pass the plugin's own lint and tests.
 
-Offline and quick: a throw-away venv (its own ``pip`` and ``vista``) that sees the repository's venv
-through a ``.pth``, so ``pip install vista-rl vista-rl-sdk`` finds them installed, and pip runs with
-``PIP_NO_INDEX`` and without build isolation: the only thing it installs is the generated plugin,
-into the throw-away venv, never into the shared one.
+Offline and quick: a throw-away venv (its own ``pip``, ``vista`` and ``ruff``) that sees the
+repository's venv through a ``.pth``, so ``pip install vista-rl vista-rl-sdk`` finds them installed,
+and pip runs with ``PIP_NO_INDEX`` and without build isolation: the only thing it installs is the
+generated plugin, into the throw-away venv, never into the shared one.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
 import sysconfig
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from PIL import Image
 
 from tests.docblocks import DOCS, FENCE
 
 TUTORIAL = DOCS / "tutorial-env-plugin.md"
+MULTI_TURN = DOCS / "tutorial-multi-turn-env.md"
 FILE_HEADER = re.compile(r"^# (?P<path>[\w/.-]+\.py)\s*$")
 
 
 def page_steps(markdown: Path) -> list[tuple[str, str]]:
-    """The page's bash blocks and file blocks, in order: ``("bash", script)`` or ``(path, code)``."""
+    """The page's blocks, in order: ``("bash", script)``, ``("python", script)`` for a python block to
+    run, or ``(path, code)`` for one that edits the file at ``path``."""
     steps: list[tuple[str, str]] = []
     for match in FENCE.finditer(markdown.read_text()):
         language, body = match.group("lang"), match.group("body")
@@ -36,8 +46,7 @@ def page_steps(markdown: Path) -> list[tuple[str, str]]:
             steps.append(("bash", body))
         elif language in ("python", "py") and body.strip():
             header = FILE_HEADER.match(body.splitlines()[0])
-            if header is not None:
-                steps.append((header.group("path"), body))
+            steps.append((header.group("path"), body) if header is not None else ("python", body))
     return steps
 
 
@@ -45,7 +54,7 @@ SCRIPTS = {"pip": "from pip._internal.cli.main import main", "vista": "from vist
 
 
 def overlay_venv(root: Path) -> dict[str, str]:
-    """A venv of its own (``pip`` and ``vista`` scripts) that imports the repository's venv's
+    """A venv of its own (``pip``, ``vista`` and ``ruff``) that imports the repository's venv's
     packages; returns the environment to run the reader's commands in.  pip, run by this venv's
     python, installs into this venv (its ``sys.prefix``) and sees the repository's packages as
     installed."""
@@ -60,6 +69,7 @@ def overlay_venv(root: Path) -> dict[str, str]:
         script = root / "bin" / name
         script.write_text(f"#!{root / 'bin' / 'python'}\nimport sys\n{entry}\nsys.exit(main())\n")
         script.chmod(0o755)
+    (root / "bin" / "ruff").symlink_to(Path(sysconfig.get_paths()["scripts"]) / "ruff")  # a binary
     env = {key: value for key, value in os.environ.items()
            if key not in {"PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME"} and not key.startswith(("VISTA_", "PIP_"))}
     env.update(VIRTUAL_ENV=str(root), PATH=f"{root / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
@@ -68,39 +78,107 @@ def overlay_venv(root: Path) -> dict[str, str]:
     return env
 
 
-@pytest.mark.slow
-def test_the_tutorial_runs_verbatim(tmp_path: Path) -> None:
-    steps = page_steps(TUTORIAL)
-    assert [kind for kind, _ in steps].count("bash") >= 2
+@dataclass
+class Followed:
+    """What following a page left behind: each run block's output, the files it edited, the reader's
+    folder and the throw-away venv."""
+
+    outputs: list[str] = field(default_factory=list)
+    written: set[Path] = field(default_factory=set)
+    reader: Path = Path()
+    venv: Path = Path()
+
+
+def follow(page: Path, tmp_path: Path) -> Followed:
+    """Do what ``page`` says, block by block, in a fresh folder; a failing block fails the test."""
     env = overlay_venv(tmp_path / "venv")
-    workdir = tmp_path / "reader"
-    workdir.mkdir()
-    written: set[Path] = set()
-    outputs: list[str] = []
-    for kind, text in steps:
-        if kind != "bash":
-            target = workdir / text.splitlines()[0][2:].strip()
+    done = Followed(reader=tmp_path / "reader", venv=tmp_path / "venv")
+    done.reader.mkdir()
+    workdir = done.reader
+    for index, (kind, text) in enumerate(page_steps(page)):
+        if kind not in ("bash", "python"):
+            target = workdir / kind
             assert target.parent.is_dir(), f"the tutorial edits {target}, which the generated plugin lacks"
-            mode = "a" if target in written else "w"  # the first block of a file replaces the template's
+            mode = "a" if target in done.written else "w"  # the first block of a file replaces the template's
             with target.open(mode) as handle:
                 handle.write(("\n\n" if mode == "a" else "") + text)
-            written.add(target)
+            done.written.add(target)
             continue
-        script = f"set -euo pipefail\ncd {str(workdir)!r}\n{text}\npwd > {str(tmp_path / 'cwd')!r}\n"
-        completed = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=300)
+        if kind == "python":
+            script = tmp_path / f"block_{index}.py"
+            script.write_text(text)
+            text = f"python {str(script)!r}"
+        shell = f"set -euo pipefail\ncd {str(workdir)!r}\n{text}\npwd > {str(tmp_path / 'cwd')!r}\n"
+        completed = subprocess.run(["bash", "-c", shell], env=env, capture_output=True, text=True, timeout=300)
         output = completed.stdout + completed.stderr
-        assert completed.returncode == 0, f"tutorial block failed:\n{text}\n--- output ---\n{output[-6000:]}"
-        outputs.append(output)
+        assert completed.returncode == 0, f"{page.name} block failed:\n{text}\n--- output ---\n{output[-6000:]}"
+        done.outputs.append(output)
         workdir = Path((tmp_path / "cwd").read_text().strip())
-    project = tmp_path / "reader" / "vista-plugin-dot-side"
-    assert written >= {project / "vista_plugin_dot_side" / "env.py", project / "tests" / "test_dot_side.py"}
-    assert not list(Path(sysconfig.get_paths()["purelib"]).glob("*dot_side*")), "it went into the repository's venv"
-    installed = list((tmp_path / "venv").glob("lib/python*/site-packages/__editable__*dot_side*"))
+    return done
+
+
+def assert_lint_and_tests_pass(output: str, tests: int) -> None:
+    """The last block ran ``ruff check .`` and ``python -m pytest`` (the generated CI's two steps)."""
+    assert "All checks passed!" in output, output[-3000:]
+    assert re.search(rf"\b{tests} passed\b", output) and " failed" not in output, output[-3000:]
+
+
+def assert_installed_only_in_the_throwaway_venv(done: Followed, package: str) -> None:
+    assert not list(Path(sysconfig.get_paths()["purelib"]).glob(f"*{package}*")), "it went into the repository's venv"
+    installed = list(done.venv.glob(f"lib/python*/site-packages/__editable__*{package}*"))
     assert installed, "the generated plugin was not installed into the throw-away venv"
-    # the last block: `vista eval` of the oracle, then the plugin's own tests (conformance + the tutorial's)
-    last = outputs[-1]
-    assert re.search(r"\b4 passed\b", last) and "failed" not in last, last[-3000:]
-    assert "dot-side/dot-side-v0" in last
+
+
+def assert_contact_sheet(path: Path, seeds: int = 3) -> None:
+    """``vista check-env --sheet`` wrote a sheet with one row per seed."""
+    from vista_rl_sdk.contact_sheet import GAP, LABEL_HEIGHT, TILE
+
+    with Image.open(path) as sheet:
+        assert sheet.format == "PNG" and sheet.height == seeds * (TILE + LABEL_HEIGHT + 2 * GAP) + GAP
+
+
+def eval_metrics(run: Path) -> dict[str, object]:
+    return dict(json.loads((run / "metrics.json").read_text()))
+
+
+@pytest.mark.slow
+def test_the_tutorial_runs_verbatim(tmp_path: Path) -> None:
+    done = follow(TUTORIAL, tmp_path)
+    assert len(done.outputs) >= 3
+    project = done.reader / "vista-plugin-dot-side"
+    assert done.written >= {project / "vista_plugin_dot_side" / "env.py", project / "tests" / "test_dot_side.py"}
+    assert_installed_only_in_the_throwaway_venv(done, "dot_side")
+    # the last block: the listings, check-env with its sheet, `vista eval` of the oracle, the plugin's
+    # own lint (issue 39: F401 and I001 in the tutorial's code) and tests (conformance + the tutorial's)
+    last = done.outputs[-1]
+    assert_lint_and_tests_pass(last, tests=4)
+    assert "dot-side/dot-side-v0" in last and "dot-side/dot-side-v0 passed" in last
+    assert_contact_sheet(project / "sheet.png")
+
+
+@pytest.mark.slow
+def test_the_multi_turn_tutorial_runs_verbatim(tmp_path: Path) -> None:
+    """Issue 39's maze case from the docs: a judge and a tool added with ``--into``, the oracle at
+    1.000 with no --max-turns (the env's limit), a random baseline, reflection, the sheet, lint, tests."""
+    done = follow(MULTI_TURN, tmp_path)
+    project = done.reader / "vista-plugin-maze"
+    package = project / "vista_plugin_maze"
+    assert done.written == {package / name for name in ("env.py", "progress_judge.py", "zoom_tool.py", "__init__.py")} | {
+        project / "tests" / name for name in ("test_maze.py", "test_progress_judge.py", "test_zoom_tool.py")}
+    assert "Added judge maze/progress" in done.outputs[1] and "Added tool maze/zoom" in done.outputs[2]
+    assert_installed_only_in_the_throwaway_venv(done, "maze")
+    by_hand = done.outputs[3]  # the python block: the turn limit and the first move's per-turn reward
+    assert by_hand.startswith("30 [") and "0.1 False" in by_hand
+    last = done.outputs[-1]
+    # conformance of the env, the judge and the tool (+ discovery), and the page's 5 + 4 + 1 + 2 tests
+    assert_lint_and_tests_pass(last, tests=4 + 12)
+    assert "maze/maze-v0 passed" in last and "WARN" not in last
+    assert_contact_sheet(project / "sheet.png")
+    oracle, random, retry = (eval_metrics(project / "runs" / name) for name in ("oracle", "random", "retry"))
+    assert oracle["env_turn_limit"] == oracle["max_turns"] == 30  # no flag: the env's own limit
+    assert oracle["success_rate"]["value"] == 1.0 and oracle["cut_off_rate"]["value"] == 0.0
+    assert random["model"] == "scripted:random" and random["success_rate"]["value"] < 1.0
+    assert retry["mean_attempts"]["value"] > 1.0  # the walls ended episodes, and reflection retried them
 
 
 @pytest.mark.parametrize("kind", ["env", "tool", "judge"])
