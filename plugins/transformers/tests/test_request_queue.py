@@ -62,6 +62,7 @@ def test_a_cancelled_queued_request_never_reaches_the_backend() -> None:
             assert batcher.stats.queued_rows == 2
             batcher.cancel(second)
             assert batcher.stats.queued_rows == 0 and batcher.stats.cancelled_queued == 1
+            assert second.members[0].prompt == []  # its images are not held while it waits to be skipped
             third = batcher.enqueue([_chat("third")], SamplingParams(max_tokens=4, temperature=0.5))
             backend.gate.set()
             assert (await first.results())[0][0].text == "first"

@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import httpx
+import pytest
 from vista_plugin_transformers.backend import TransformersBackend
 from vista_plugin_transformers.server import BackgroundServer, ServeLimits, create_app
 
@@ -154,24 +155,32 @@ def test_a_request_after_six_abandoned_streams_is_served_about_as_fast_as_when_q
     assert stats["cancelled_queued"] + stats["cancelled_running"] == 6, stats
 
 
-def test_a_live_stream_assembles_to_the_non_streamed_text_with_stop_strings(backend: TransformersBackend) -> None:
-    request = _body(max_tokens=40, n=4, temperature=1.0, seed=5, stop=[" number", "er"])
+@pytest.mark.parametrize("route", [CHAT, "/v1/completions"])
+def test_a_live_stream_assembles_to_the_non_streamed_text_with_stop_strings(backend: TransformersBackend,
+                                                                            route: str) -> None:
+    """Batched rows, ``n`` > 1, stop strings hit in some rows (their text must never be sent) and,
+    on ``/v1/completions``, two prompts whose choices interleave."""
+    sampling = {"max_tokens": 40, "n": 4, "temperature": 1.0, "seed": 5, "stop": [" number", "er"]}
+    request = _body(**sampling) if route == CHAT else {"prompt": ["hello", "Once upon a time"], **sampling}
     with BackgroundServer(create_app(backend, "tiny", batch_window_ms=5.0)) as server, \
             httpx.Client(base_url=server.url, timeout=120) as http:
-        whole = http.post(CHAT, json=request).json()
+        whole = http.post(route, json=request).json()
         texts: dict[int, str] = {}
         finish: dict[int, str] = {}
         chunks = 0
-        with http.stream("POST", CHAT, json={**request, "stream": True}) as response:
+        with http.stream("POST", route, json={**request, "stream": True}) as response:
             for line in response.iter_lines():
                 if not line.startswith("data: {"):
                     continue
                 chunks += 1
                 for choice in json.loads(line[len("data: "):])["choices"]:
-                    texts[choice["index"]] = texts.get(choice["index"], "") + choice["delta"].get("content", "")
+                    piece = choice["delta"].get("content", "") if route == CHAT else choice["text"]
+                    texts[choice["index"]] = texts.get(choice["index"], "") + piece
                     if choice["finish_reason"]:
                         finish[choice["index"]] = choice["finish_reason"]
-    assert texts == {choice["index"]: choice["message"]["content"] for choice in whole["choices"]}
+    expected = {choice["index"]: choice["message"]["content"] if route == CHAT else choice["text"]
+                for choice in whole["choices"]}
+    assert texts == expected and len(expected) == (4 if route == CHAT else 8)
     assert finish == {choice["index"]: choice["finish_reason"] for choice in whole["choices"]}
     assert sorted(set(finish.values())) == ["length", "stop"]  # the stop strings were hit, and not sent
     assert chunks > 4

@@ -197,6 +197,9 @@ class RequestBatcher:
             if member.state == "queued":
                 self.stats.queued_rows -= member.params.n
                 self.stats.cancelled_queued += 1
+                # it stays in the asyncio queue until the generate loop skips it: without its
+                # prompt (images), so clients that connect and leave cannot pile up memory there
+                member.prompt = []
             elif member.state == "running":
                 self.stats.cancelled_running += 1
             else:
