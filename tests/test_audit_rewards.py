@@ -90,6 +90,8 @@ def _env_ids() -> list[Any]:
 
 @pytest.mark.parametrize("env_id", _env_ids())
 def test_no_registered_env_has_a_reward_hole(env_id: str, env_configs: dict[str, Any]) -> None:
+    """Every adversary, both paths, 10 turns an episode (room for spam, retries and the games' oracles;
+    the games' own 100-step limit is a known hole, the xfail test below)."""
     make_id, config = env_configs.get(env_id) or (env_id, {})
     config = CONFIG_OVERRIDES.get(env_id, config)
     report = audit_rewards(make_id, config, rollout=RolloutSection(max_turns=10), seeds=SEEDS.get(env_id, [0]))
@@ -98,6 +100,31 @@ def test_no_registered_env_has_a_reward_hole(env_id: str, env_configs: dict[str,
     assert not report.errors, [f"{e.policy} ({e.path}): {e.error}" for e in report.errors]
     assert report.exit_code == EXIT_OK, report.notes
     assert {row.path for row in report.rows} == {"step", "engine"}
+
+
+GAMES_FORMAT_FARM = ("VAGEN's format reward (0.5 a turn whose actions are all valid) has no cap: over the game's own "
+                     "turn limit (max_steps, what a run without rollout.max_turns plays since issue 39) a policy "
+                     "that walks into a wall earns 50 (FrozenLake), 40 (Sokoban), 15 (navigation) against ~11 "
+                     "for the oracle; the examples set format_reward: 0 or a few turns")
+
+
+@pytest.mark.xfail(reason=GAMES_FORMAT_FARM, strict=True)
+@pytest.mark.parametrize("env_id", ["frozenlake/frozenlake-v0", "sokoban/sokoban-v0", "navigation/navigation-v0"])
+def test_the_games_format_reward_cannot_be_farmed_over_their_own_turn_limit(env_id: str) -> None:
+    env = vista_rl.make_env(env_id)
+    limit = env.turn_limit()
+    env.close()
+    report = audit_rewards(env_id, rollout=RolloutSection(max_turns=limit), seeds=[0], paths=["step"],
+                           adversaries=adversaries_named(["same-wrong-every-turn"]))
+    assert not report.holes, [finding.message for finding in report.holes]
+
+
+def test_the_cli_plays_the_turn_budget_of_a_run() -> None:
+    """``rollout.max_turns`` when set, else the env's own limit (as ``vista eval`` and ``vista train``)."""
+    args = ["grounding/zoom-spot-v0", "--seeds", "1", "--adversary", "empty", "--path", "step", "--json"]
+    own = json.loads(_audit_cli(*args).stdout)
+    assert own["max_turns"] == vista_rl.make_env("grounding/zoom-spot-v0").turn_limit()
+    assert json.loads(_audit_cli(*args, "--set", "rollout.max_turns=2").stdout)["max_turns"] == 2
 
 
 # ------------------------------------------------------------------ the old observe_tool_turn rule

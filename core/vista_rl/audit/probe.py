@@ -22,7 +22,7 @@ from typing import Any
 import vista_rl
 from vista_rl.audit.adversaries import SeedTask
 from vista_rl.audit.tool_calls import ToolTemplate, schema_arguments
-from vista_rl.env import Env
+from vista_rl.env import Env, declared_actions
 from vista_rl.parsing import ResponseFormat, parse_response
 
 EnvFactory = Callable[[], Env]
@@ -47,14 +47,6 @@ class OracleRun:
     success: bool = False
     replies: list[str] = field(default_factory=list)
     error: str | None = None
-
-
-def declared_actions(env: Env) -> tuple[str, ...]:
-    """The env's ``action_names`` (games), or ``()``."""
-    names = getattr(env, "action_names", None)
-    if isinstance(names, str) or not isinstance(names, Sequence):
-        return ()
-    return tuple(name for name in names if isinstance(name, str))
 
 
 def problem_options(env: Env, right: str) -> tuple[str, ...]:
@@ -194,7 +186,7 @@ def seed_task(make: EnvFactory, run: OracleRun, others: Sequence[str]) -> SeedTa
     env = make()
     try:
         observation, _ = env.reset(seed=run.seed)
-        actions = declared_actions(env)
+        actions = tuple(declared_actions(env))
         options = actions or problem_options(env, right)
         task = SeedTask(run.seed, right, (), options, bool(actions), prefix, suffix, tuple(env.tools),
                         tool_template(env, run.replies), image_size(observation))

@@ -140,6 +140,7 @@ class AuditReport:
     paths: list[PathName]
     oracle: dict[PathName, dict[int, Episode]]
     rows: list[Row]
+    max_turns: int = 0
     notes: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
 
@@ -175,6 +176,7 @@ class AuditReport:
     def to_dict(self) -> dict[str, Any]:
         return {
             "env": self.env_id, "env_config": self.env_config, "seeds": self.seeds, "paths": self.paths,
+            "max_turns": self.max_turns,
             "exit_code": self.exit_code, "holes": [finding.to_dict() for finding in self.holes],
             "warnings": [finding.to_dict() for finding in self.warnings],
             "oracle": {path: {"mean_reward": self.oracle_mean(path), "judged_seeds": self.judged_seeds(path),

@@ -92,7 +92,7 @@ def audit_rewards(
     if unknown:
         raise ValueError(f"unknown path {unknown[0]!r}; paths are {', '.join(PATHS)}")
     make = partial(_make, env_id, config)
-    report = AuditReport(env_id, config, list(seeds), list(paths), {}, [])
+    report = AuditReport(env_id, config, list(seeds), list(paths), {}, [], settings.max_turns)
     step_oracle = _oracle_step_runs(make, seeds, settings.max_turns)
     tasks = _tasks(make, step_oracle, report.notes)
     offers_tools = any(task.tools for task in tasks.values())

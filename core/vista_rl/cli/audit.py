@@ -35,19 +35,18 @@ from vista_rl.audit import (
 )
 from vista_rl.config import RunConfig, load_config
 from vista_rl.errors import VistaError
+from vista_rl.turn_limit import with_env_turn_limit
 
-#: Turns per episode when the run config sets none: room for spam, retries and the games' oracles.
-AUDIT_MAX_TURNS = 10
 _PATH_TITLES = {"step": "env.step", "engine": "rollout engine"}
 
 
 def audit_config(env_id: str, config_path: Path | None, sets: tuple[str, ...]) -> RunConfig:
-    """The run config of the audit: the file, then ``env.id=ENV``, then ``--set`` overrides.  Without
-    a ``rollout.max_turns`` of the user's, episodes get :data:`AUDIT_MAX_TURNS` turns."""
+    """The run config of the audit: the file, then ``env.id=ENV``, then ``--set`` overrides.  The turn
+    budget is a run's (:mod:`vista_rl.turn_limit`): ``rollout.max_turns`` when the config sets it,
+    else the env's own limit, else the default, because a reward paid per turn is farmed only over as
+    many turns as the runs play."""
     config = load_config(RunConfig, config_path, overrides=[f"env.id={json.dumps(env_id)}", *sets])
-    if "max_turns" not in config.rollout.model_fields_set:
-        config.rollout.max_turns = AUDIT_MAX_TURNS
-    return config
+    return with_env_turn_limit(config)
 
 
 def _check_env(config: RunConfig) -> None:
@@ -89,7 +88,8 @@ def path_table(report: AuditReport, path: PathName) -> Table:
 
 
 def print_report(console: Console, report: AuditReport) -> None:
-    console.print(f"[bold]reward audit of {report.env_id}[/bold] (seeds {', '.join(map(str, report.seeds))})")
+    console.print(f"[bold]reward audit of {report.env_id}[/bold] (seeds {', '.join(map(str, report.seeds))}; "
+                  f"{report.max_turns} turns an episode)")
     for path in report.paths:
         console.print(path_table(report, path))
     for finding in report.holes:
