@@ -141,6 +141,19 @@ def eval_metrics(run: Path) -> dict[str, object]:
     return dict(json.loads((run / "metrics.json").read_text()))
 
 
+@pytest.mark.parametrize("page", [TUTORIAL, MULTI_TURN], ids=["env-plugin", "multi-turn"])
+def test_tutorial_blocks_are_python_the_follower_can_place(page: Path) -> None:
+    """Fast, before the slow runs: every python block compiles, and each file block names a file of
+    the generated plugin (its package or tests/), so no block is silently left out."""
+    steps = page_steps(page)
+    assert [kind for kind, _ in steps].count("bash") >= 2
+    for kind, text in steps:
+        if kind != "bash":
+            compile(text, f"{page.name}: {kind}", "exec")
+        if kind not in ("bash", "python"):
+            assert re.match(r"(vista_plugin_\w+|tests)/\w+\.py$", kind), kind
+
+
 @pytest.mark.slow
 def test_the_tutorial_runs_verbatim(tmp_path: Path) -> None:
     done = follow(TUTORIAL, tmp_path)

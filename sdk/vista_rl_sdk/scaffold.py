@@ -188,7 +188,9 @@ NEXT_STEPS = """Next steps:
   pip install -e ".[test]"
   python -m pytest           # conformance checks (vista-rl-sdk) and the example's tests
                              # (tests/test_*.py test the example: replace them when you replace it)
-  {listing:<26} # shows your {kind}"""
+  ruff check .               # the lint the generated CI runs
+  {listing:<26} # shows your {kind}
+  vista new judge|tool|env ITEM --into {project}   # add an item later"""
 
 
 @click.command("new")
