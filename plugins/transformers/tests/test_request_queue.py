@@ -186,6 +186,27 @@ def test_live_text_holds_back_what_could_still_become_a_stop_string(backend: Tra
     assert live.rest("xyz abcde") == "abcde"  # the generation ended there: the rest goes out
 
 
+def test_a_run_of_special_tokens_is_not_decoded_again_at_every_step(backend: TransformersBackend) -> None:
+    from vista_plugin_transformers.openai_responses import IncrementalDecoder
+
+    class Recording:  # the real tokenizer, noting how many ids each decode is given
+        def __init__(self, tokenizer: Any) -> None:
+            self.tokenizer = tokenizer
+            self.longest = 0
+
+        def decode(self, ids: list[int], **kwargs: Any) -> str:
+            self.longest = max(self.longest, len(ids))
+            return str(self.tokenizer.decode(ids, **kwargs))
+
+    special = backend.tokenizer.all_special_ids[0]
+    recording = Recording(backend.tokenizer)
+    decoder = IncrementalDecoder(recording)
+    for token in [special] * 2000 + backend.tokenizer("left", add_special_tokens=False)["input_ids"]:
+        decoder.add(token)
+    assert decoder.text == "left"
+    assert recording.longest < 10  # was 2000+: every step decoded the whole run (3.1 s for 4000 tokens)
+
+
 # ------------------------------------------------------------------ control inside generate
 
 class _Control:

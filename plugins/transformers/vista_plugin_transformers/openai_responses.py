@@ -62,8 +62,10 @@ class IncrementalDecoder:
         self.ids.append(int(token_id))
         before = str(self.tokenizer.decode(self.ids[self._prefix_offset:self._read_offset], skip_special_tokens=True))
         after = str(self.tokenizer.decode(self.ids[self._prefix_offset:], skip_special_tokens=True))
-        if len(after) <= len(before) or after.endswith("\ufffd"):
+        if len(after) < len(before) or after.endswith("\ufffd"):  # mid-character: wait for the rest
             return ""
+        # also when nothing was added (a special token): the window moves on, so a long run of
+        # special tokens is not decoded again at every step (quadratic, on a live stream's event loop)
         new = after[len(before):]
         self.text += new
         self._prefix_offset, self._read_offset = self._read_offset, len(self.ids)
