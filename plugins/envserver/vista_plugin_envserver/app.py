@@ -9,7 +9,9 @@ Routes (bodies and responses are msgpack, see ``codec``; errors are JSON ``{"err
 - ``POST /oracle`` ``{sessions: [...]}`` -> ``{results: [str | None]}``
 - ``POST /observe`` ``{items: [{session, response, calls: [{name, arguments, result_text, num_images,
   error}]}]}`` -> ``{results: [{ok, error?}]}``: ``Env.observe_tool_turn`` (a tool turn the client's
-  rollout engine ran); a client treats a 404 for the route itself (an older server) as a no-op
+  rollout engine ran), each item within :class:`~vista_plugin_envserver.observe_limits.ObserveLimits`
+  (per call, per item, per session per episode); a client treats a 404 for the route itself (an
+  older server) as a no-op
 - ``POST /close`` ``{sessions: [...]}`` -> ``{closed: n}``
 
 Reset and step are batched: one request moves many sessions, which is what makes the server fast
@@ -33,6 +35,7 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -51,6 +54,7 @@ from vista_plugin_envserver.codec import (
     unpack,
 )
 from vista_plugin_envserver.limits import ClientLimits, LimitError
+from vista_plugin_envserver.observe_limits import ObserveLimits
 from vista_plugin_envserver.sessions import Session, SessionError, SessionManager
 from vista_rl import Env, ToolCallRecord, config_fields
 from vista_rl.serving import BearerAuth, BodyTooLarge, nesting_depth, read_limited_body, short
@@ -72,6 +76,8 @@ class ServerSettings:
     allow_client_config: bool = True
     threads: int = 4
     limits: ClientLimits = field(default_factory=ClientLimits)
+    #: what ``/observe`` may hand a session's env (per call, per item, per episode)
+    observe: ObserveLimits = field(default_factory=ObserveLimits)
     max_json_depth: int = 32
     #: folder that image paths in client-supplied records resolve inside (None: inline images only)
     records_root: str | None = None
@@ -155,18 +161,59 @@ def _default_env_factory(settings: ServerSettings) -> Callable[[str, dict[str, A
     return make
 
 
+def parse_body(settings: ServerSettings, model: type[BaseModel], body: bytes, content_type: str) -> Any:
+    """A request body as ``model``, or :class:`HTTPError` (400 malformed or nested deeper than
+    ``max_json_depth``, 422 wrong schema, 413 a batch over ``max_batch``).  Run on a worker thread:
+    decoding and walking an 8 MB body takes a fraction of a second the event loop must not wait."""
+    try:
+        if content_type == "application/json":
+            data = json.loads(body or b"{}")
+        else:
+            data = unpack(body) if body else {}
+    except (CodecError, ValueError) as exc:
+        raise HTTPError(400, f"malformed body: {exc}") from None
+    except RecursionError:
+        raise HTTPError(400, "malformed body: nested too deeply to parse") from None
+    if nesting_depth(data, settings.max_json_depth) > settings.max_json_depth:
+        raise HTTPError(400, f"malformed body: nested deeper than {settings.max_json_depth} levels")
+    if not isinstance(data, dict):
+        raise HTTPError(400, f"malformed body: expected a map at the top level, got {type(data).__name__}")
+    try:
+        parsed = model.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or '(body)'}: {err['msg']}" for err in exc.errors()
+        )
+        raise HTTPError(422, f"invalid request: {problems}") from None
+    items = getattr(parsed, "items", None) or getattr(parsed, "sessions", None) or []
+    if len(items) > settings.max_batch:
+        raise HTTPError(413, f"batch of {len(items)} exceeds the limit of {settings.max_batch} items")
+    return parsed
+
+
 def each_session(sessions: list[Session], items: list[Any], call: Callable[[Session, Any], dict[str, Any]],
                  what: str) -> list[dict[str, Any]]:
     """Run ``call`` on every (session, item) under the session's lock; an env that raises fails only
-    its own item (``{"ok": False, "error": ...}``), the rest of the batch still runs."""
+    its own item (``{"ok": False, "error": ...}``), as does an item past a limit, the rest of the
+    batch still runs."""
     out: list[dict[str, Any]] = []
     for session, item in zip(sessions, items, strict=True):
         with session.lock:
             try:
                 out.append({"ok": True, **call(session, item)})
+            except LimitError as exc:
+                out.append({"ok": False, "error": f"{what} refused: {exc.message}", "status": exc.status})
             except Exception as exc:  # noqa: BLE001 - a crashing env must not take the batch down
                 out.append({"ok": False, "error": f"{what} raised {type(exc).__name__}: {exc}"})
     return out
+
+
+def observe_turn(limits: ObserveLimits, session: Session, item: ObserveItem) -> dict[str, Any]:
+    """One ``/observe`` item: checked against ``limits`` and charged to the session's episode
+    before the env sees any of it (a refused item changes nothing)."""
+    limits.admit(session.observed, item.response, item.calls)
+    session.env.observe_tool_turn(item.response, [ToolCallRecord(**call.model_dump()) for call in item.calls])
+    return {}
 
 
 def create_app(settings: ServerSettings, make_env: Callable[[str, dict[str, Any]], Env] | None = None) -> FastAPI:
@@ -215,30 +262,7 @@ def create_app(settings: ServerSettings, make_env: Callable[[str, dict[str, Any]
         except BodyTooLarge as exc:
             raise HTTPError(413, str(exc)) from None
         content_type = request.headers.get("content-type", CONTENT_TYPE).split(";")[0].strip()
-        try:
-            if content_type == "application/json":
-                data = json.loads(body or b"{}")
-            else:
-                data = unpack(body) if body else {}
-        except (CodecError, ValueError) as exc:
-            raise HTTPError(400, f"malformed body: {exc}") from None
-        except RecursionError:
-            raise HTTPError(400, "malformed body: nested too deeply to parse") from None
-        if nesting_depth(data, settings.max_json_depth) > settings.max_json_depth:
-            raise HTTPError(400, f"malformed body: nested deeper than {settings.max_json_depth} levels")
-        if not isinstance(data, dict):
-            raise HTTPError(400, f"malformed body: expected a map at the top level, got {type(data).__name__}")
-        try:
-            parsed = model.model_validate(data)
-        except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc']) or '(body)'}: {err['msg']}" for err in exc.errors()
-            )
-            raise HTTPError(422, f"invalid request: {problems}") from None
-        items = getattr(parsed, "items", None) or getattr(parsed, "sessions", None) or []
-        if len(items) > settings.max_batch:
-            raise HTTPError(413, f"batch of {len(items)} exceeds the limit of {settings.max_batch} items")
-        return parsed
+        return await run(partial(parse_body, settings, model, body, content_type))
 
     def lookup(ids: list[str]) -> list[Session]:
         found: list[Session] = []
@@ -324,6 +348,7 @@ def create_app(settings: ServerSettings, make_env: Callable[[str, dict[str, Any]
 
         def reset_one(session: Session, item: ResetItem) -> dict[str, Any]:
             observation, info = session.env.reset(seed=item.seed)
+            session.observed.clear()
             limits.check_observation(observation)
             session.episodes += 1
             return {"observation": encode_observation(observation, body.image_encoding), "info": info}
@@ -371,13 +396,8 @@ def create_app(settings: ServerSettings, make_env: Callable[[str, dict[str, Any]
         body: ObserveBody = await read_body(request, ObserveBody)
         targets = lookup([item.session for item in body.items])
 
-        def observe_one(session: Session, item: ObserveItem) -> dict[str, Any]:
-            calls = [ToolCallRecord(**call.model_dump()) for call in item.calls]
-            session.env.observe_tool_turn(item.response, calls)
-            return {}
-
         def work() -> list[dict[str, Any]]:
-            return each_session(targets, body.items, observe_one, "observe_tool_turn")
+            return each_session(targets, body.items, partial(observe_turn, settings.observe), "observe_tool_turn")
 
         return reply({"results": await run(work)})
 

@@ -40,14 +40,20 @@ from vista_rl.config import apply_overrides
               help="Folder that image paths in client-supplied records resolve inside (absolute paths, '..' "
                    "and symlinks out are refused). Without it, client records may carry only inline "
                    "data:image/...;base64, images.")
+@click.option("--max-observe-calls", default=256, show_default=True, type=click.IntRange(1),
+              help="Most tool calls POST /observe may show one session per episode (item error past it).")
+@click.option("--max-observe-mb", default=4.0, show_default=True, type=click.FloatRange(min=0.001),
+              help="Most memory (MiB) what POST /observe shows one session may cost per episode.")
 def env_server_command(env_ids: tuple[str, ...], host: str, port: int, token: str | None,
                        overrides: tuple[str, ...], max_sessions: int, idle_timeout: float, max_body_mb: float,
                        max_batch: int, threads: int, no_client_config: bool, client_config: tuple[str, ...],
-                       max_image_pixels: int, records_root: str | None) -> None:
+                       max_image_pixels: int, records_root: str | None, max_observe_calls: int,
+                       max_observe_mb: float) -> None:
     """Serve many sessions of registered envs: batched reset/step, binary images, optional auth."""
     import vista_rl
     from vista_plugin_envserver.app import ServerSettings
     from vista_plugin_envserver.limits import ClientLimits, parse_key_rule
+    from vista_plugin_envserver.observe_limits import ObserveLimits
     from vista_plugin_envserver.server import serve
     from vista_rl.serving import exposure_warning
 
@@ -78,6 +84,8 @@ def env_server_command(env_ids: tuple[str, ...], host: str, port: int, token: st
         limits=ClientLimits(allowed=allowed, max_image_pixels=max_image_pixels,
                             max_observation_pixels=max(max_image_pixels, 4 * max_image_pixels)),
         records_root=records_root,
+        observe=ObserveLimits(max_calls_per_episode=max_observe_calls,
+                              max_bytes_per_episode=int(max_observe_mb * 1024 * 1024)),
     )
     click.echo(f"vista env-server: {', '.join(env_ids)} on http://{host}:{port}"
                f"{' (bearer token required)' if token else ''}", err=True)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from vista_plugin_envserver.observe_limits import ObserveUsage
 from vista_rl import Env
 
 
@@ -42,6 +43,8 @@ class Session:
     lock: threading.Lock = field(default_factory=threading.Lock)
     steps: int = 0
     episodes: int = 0
+    #: what ``/observe`` handed the env this episode (cleared by a reset)
+    observed: ObserveUsage = field(default_factory=ObserveUsage)
 
 
 class SessionManager:
