@@ -51,6 +51,9 @@ class GameConfig(BaseModel):
     max_actions_per_step: int = Field(3, ge=1, le=100)
     max_steps: int = Field(100, ge=1, description="env steps (single actions) before truncation")
     format_reward: float = Field(0.5, description="added when the format is right and all actions valid")
+    format_reward_turns: int = Field(5, ge=0, description="turns of an episode that can earn format_reward "
+                                     "(VAGEN's rollouts last at most 5 turns; over a 100-step limit an "
+                                     "uncapped per-turn bonus pays wall-bumping more than solving)")
     strict_format: bool = Field(True, description="strict tag parsing (VAGEN's full-string match)")
     train_seeds: tuple[int, int] = (0, 1_000_000)
     test_seeds: tuple[int, int] = (1_000_000, 1_010_000)
@@ -183,6 +186,7 @@ class TextGameEnv(Env):
         seed = episode_seed(seed)
         self._new_episode(seed)
         self._done, self._started, self._steps, self._success = False, True, 0, False
+        self._format_paid = 0
         state, rels = self._truth()
         info = {"seed": seed, "state": state, "relations": rels, "success": False}
         return self._observe("[Initial Observation]:"), info
@@ -233,8 +237,9 @@ class TextGameEnv(Env):
                 truncated = True
                 break
         action_valid = bool(chosen) and invalid is None
-        if parsed.format_ok and action_valid:
+        if parsed.format_ok and action_valid and self._format_paid < config.format_reward_turns:
             reward += config.format_reward
+            self._format_paid += 1
         self._done = terminated or truncated
         state_after, relations_after = self._truth()
         feedback = self._feedback(parsed.format_ok, parsed.feedback, requested, chosen, invalid, executed)
