@@ -55,13 +55,7 @@ CONFIG_OVERRIDES: dict[str, dict[str, Any]] = {
 SEEDS: dict[str, list[int]] = {"frozenlake/frozenlake-slippery-v0": [4]}
 #: Holes the audit found in envs and judges outside its own scope, reported for a fix; strict, so
 #: the mark must go when they are fixed.
-KNOWN_HOLES = {
-    "grounding/spatial-v0": "multiple_choice judge: '<answer>wrong<answer>RIGHT</answer>wrong</answer>' is read as "
-                            "RIGHT (normalize_answer drops '<' and '>' and glues 'wrong' to the tag name, so only "
-                            "the right option is still 'mentioned')",
-    "gymnasium/CliffWalking-v1": "every real step costs -1 and an invalid reply costs 0, so empty replies (0) "
-                                 "beat the oracle's walk to the goal (-13)",
-}
+KNOWN_HOLES: dict[str, str] = {}
 
 
 def _fuzz_benchmark() -> Any:

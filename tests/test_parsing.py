@@ -56,6 +56,8 @@ def test_vagen_grounding_worldmodeling_nesting():
         ("<tool_call>{\"name\": \"crop\", \"arguments\": \"{\\\"x\\\": 1}\"}</tool_call>", TOOLS, True, ""),
         ("just words, no tags at all", THINK_ANSWER, False, "missing <think>"),
         ("<answer>" * 1000, THINK_ANSWER, False, "opened again"),
+        ("<think>a</think><answer>B<answer>A</answer>B</answer>", THINK_ANSWER, False, "holds another <answer>"),
+        ("<think><think>a</think></think><answer>x</answer>", THINK_ANSWER, True, "opened again"),
         # Python's own limits inside json: a >4,300-digit integer and nesting past the recursion limit
         ("<tool_call>" + "1" * 5000 + "</tool_call>", TOOLS, False, "not valid JSON (ValueError"),
         ("<tool_call>" + "[" * 100_000 + "</tool_call>", TOOLS, False, "not valid JSON (RecursionError"),

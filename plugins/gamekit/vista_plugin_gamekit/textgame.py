@@ -103,6 +103,12 @@ class TextGameEnv(Env):
         self._success = False
 
     # ------------------------------------------------------------------ game hooks
+    def idle_reward(self) -> float:
+        """The reward of a reply that moved nothing (a broken format, no valid action).  0 here; a
+        game whose every step costs overrides it, so that replying nonsense is never cheaper than
+        playing (else a policy that idles until the turn limit beats one that walks to the goal)."""
+        return 0.0
+
     @abc.abstractmethod
     def _new_episode(self, seed: int) -> None:
         """Build the episode for ``seed`` (deterministically)."""
@@ -237,6 +243,8 @@ class TextGameEnv(Env):
                 truncated = True
                 break
         action_valid = bool(chosen) and invalid is None
+        if not executed:
+            reward += self.idle_reward()
         if parsed.format_ok and action_valid and self._format_paid < config.format_reward_turns:
             reward += config.format_reward
             self._format_paid += 1

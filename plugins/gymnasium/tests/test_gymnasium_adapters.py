@@ -209,3 +209,17 @@ def test_images_of_another_size_stay_inside_the_declared_space_and_too_many_is_a
     roomy.step("zoom")
     observation, *_ = roomy.step("zoom again")
     assert observation["image_count"] == 3 and roomy.observation_space.contains(observation)
+
+
+@pytest.mark.parametrize(("env_id", "config", "idle"), [
+    ("gymnasium/CliffWalking-v1", {}, -100.0),  # the cliff's cost: idling is never cheaper than walking
+    ("gymnasium/FrozenLake-v1", {}, 0.0),  # no step costs anything
+    ("gymnasium/CliffWalking-v1", {"idle_reward": -2.5}, -2.5),
+])
+def test_a_reply_that_takes_no_action_costs_what_the_worst_step_costs(env_id, config, idle):
+    """``vista audit rewards`` found empty replies (0 each) beating CliffWalking's walk to the goal (-13)."""
+    env = vista_rl.make_env(env_id, prompt_format="no_think", **config)
+    env.reset(seed=0)
+    for reply in ("", "<answer>Fly</answer>", "no tags at all"):
+        result = env.step(reply)
+        assert result.reward == idle and not result.info["action_valid"]

@@ -74,6 +74,9 @@ class GymnasiumConfig(GameConfig):
                                                               "names, then get_action_meanings())")
     success_when: SuccessRule = "terminated_positive"
     format_reward: float = 0.0
+    idle_reward: float | None = Field(None, description="reward of a reply that takes no action (default: the "
+                                      "smallest one-step reward in the env's transition table when it is "
+                                      "negative, e.g. CliffWalking's -100, else 0)")
 
 
 def _base_name(gym_id: str) -> str:
@@ -106,6 +109,7 @@ class GymnasiumEnv(TextGameEnv):
         self._minigrid = minigrid_oracle.is_minigrid(self._gym.unwrapped)
         self._table = getattr(self._gym.unwrapped, "P", None)
         self._terminal = self._terminal_states()
+        self._idle_reward = self._worst_step_reward() if parsed.idle_reward is None else parsed.idle_reward
         self._stochastic = is_stochastic(self._table)
         self._policy: SuccessPolicy | None = None
         self.oracle_kind = ("breadth-first search over the MiniGrid grid to the goal square (none where the "
@@ -144,6 +148,18 @@ class GymnasiumEnv(TextGameEnv):
                     if done and probability > 0:
                         out[int(nxt)] = out.get(int(nxt), False) or self._is_success(float(reward), True)
         return out
+
+    def _worst_step_reward(self) -> float:
+        """The smallest one-step reward in the transition table when negative, else 0.  Where every
+        step costs (CliffWalking: -1 a step, -100 at the cliff), a reply that takes no action must cost
+        at least what the worst action costs, or idling until the turn limit (0) beats reaching the
+        goal (-13)."""
+        rewards = [float(reward) for transitions in (self._table or {}).values()
+                   for outcomes in transitions.values() for probability, _, reward, _ in outcomes if probability > 0]
+        return min([0.0, *rewards])
+
+    def idle_reward(self) -> float:
+        return self._idle_reward
 
     def _grid_shape(self) -> tuple[int, int] | None:
         unwrapped = self._gym.unwrapped
