@@ -78,6 +78,26 @@ def test_the_svg_encoder_is_found_with_its_field_path_and_owner(outside_module: 
     assert outside_module.untouched()
 
 
+def test_envs_run_in_ray_actors_are_followed(outside_module: OutsideModule) -> None:
+    """The ``ray`` env imports what its ``env`` names inside the actor (``ray/pkg.mod:Factory`` or
+    ``env: pkg.mod:Factory``), and the env it wraps has its own config: both are found."""
+    factory = outside_module.target
+    cases = [
+        ({"id": f"ray/{factory}"}, [("env.id", factory)]),
+        ({"id": "ray", "config": {"env": factory}}, [("env.config.env", factory)]),
+        ({"id": f"ray/{SVG}", "config": {"config": {"embedding_weight": 1.0, "encoder": factory}}},
+         [("env.config.config.encoder", factory)]),
+        ({"id": "ray", "config": {"env": SVG, "config": {"embedding_weight": 1.0, "encoder": factory}}},
+         [("env.config.config.encoder", factory)]),
+        ({"id": "ray", "config": {"env": SVG, "config": {"encoder": "tiny-random"}}}, []),
+    ]
+    for env, expected in cases:
+        uses = find_import_targets(RunConfig.model_validate({"env": env}))
+        assert [(use.field, use.target) for use in uses] == expected, env
+        assert all(use.outside for use in uses)
+    assert outside_module.untouched()
+
+
 def test_installed_plugins_and_the_core_are_vista_packages() -> None:
     owners = vista_packages()
     assert owners["vista_rl"] == "vista-rl"

@@ -124,7 +124,8 @@ def find_import_targets(run: RunConfig) -> list[ImportTargetUse]:
     engine's own checks report it, and code it cannot load is never called either."""
     found: list[tuple[str, str]] = []
     _walk_model(type(run), run.model_dump(mode="python"), "", found)
-    sections: list[tuple[str, str, Mapping[str, Any], str]] = [("envs", run.env.id, run.env.config, "env.config")]
+    _walk_env(run.env.id, run.env.config, "env.id", "env.config", found)
+    sections: list[tuple[str, str, Mapping[str, Any], str]] = []
     sections += [("tools", override.use or tool_id, override.config, f"rollout.tools.{tool_id}.config")
                  for tool_id, override in run.rollout.tools.items()]
     sections.append(("models", run.model.backend, run.model.config, "model.config"))
@@ -198,6 +199,41 @@ def _config_class(kind: str, item_id: str) -> type[BaseModel] | None:
     except Exception:  # noqa: BLE001 - an unknown id or a plugin that fails to load is reported where it is made
         return None
     return config_class_of(factory)
+
+
+def _walk_env(env_id: str, config: Mapping[str, Any], id_where: str, where: str, out: list[tuple[str, str]],
+              depth: int = 0) -> None:
+    """The env's config, and through a wrapper env (``ray``, ``ray/<env>``: an env in its own
+    process) the env it wraps.  A wrapper's config class names its inner env and that env's config
+    with ``wraps_env = ("env", "config")``; a routed id (``ray/pkg.mod:Factory``) gives the inner
+    env as the rest of the id."""
+    config_class = _config_class("envs", env_id)
+    if config_class is None or depth > 4:
+        return
+    _walk_model(config_class, config, where, out)
+    wraps = getattr(config_class, "wraps_env", None)
+    if not wraps:
+        return
+    env_field, config_field = wraps
+    inner, inner_where = config.get(env_field), f"{where}.{env_field}"
+    routed = _routed_rest(env_id)
+    if routed is not None:
+        inner, inner_where = routed, id_where
+        target = import_path_of(routed)
+        if target is not None:
+            out.append((id_where, target))
+    inner_config = config.get(config_field)
+    if isinstance(inner, str) and import_path_of(inner) is None and isinstance(inner_config, Mapping):
+        _walk_env(inner, inner_config, inner_where, f"{where}.{config_field}", out, depth + 1)
+
+
+def _routed_rest(item_id: str) -> str | None:
+    """``rest`` when ``item_id`` is ``prefix/rest`` served by an item registered as ``prefix/*``."""
+    try:
+        spec = host().spec("envs", item_id)
+    except Exception:  # noqa: BLE001 - an unknown id is reported where the env is made
+        return None
+    return item_id[len(spec.id) - 1:] if spec.id.endswith("/*") else None
 
 
 def _walk_model(model: type[BaseModel], data: Mapping[str, Any], where: str, out: list[tuple[str, str]]) -> None:

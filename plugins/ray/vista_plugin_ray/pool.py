@@ -20,15 +20,14 @@ import itertools
 import threading
 import uuid
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
+from vista_plugin_ray.env_config import RayEnvConfig, Recovery
 from vista_plugin_ray.worker import EnvWorker
 from vista_rl import Env, Observation, StepResult, VistaError, observation_fingerprint
-
-Recovery = Literal["replay", "fail"]
 
 
 class EnvWorkerError(VistaError):
@@ -305,3 +304,6 @@ def make_ray_env(env: str, config: dict[str, Any] | None = None, recovery: Recov
     except BaseException:
         pool.close()
         raise
+
+
+make_ray_env.config_class = RayEnvConfig  # type: ignore[attr-defined]  # read by vista_rl.config_fields.config_class_of
