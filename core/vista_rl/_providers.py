@@ -11,6 +11,7 @@ is ambiguous and the user is asked to choose).  Pins come from ``VISTA_PREFER=ID
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -73,7 +74,10 @@ def read_preferences(environ: Mapping[str, str] | None = None, config: Path | No
     From the ``[prefer]`` table of ``plugins.toml`` (``"sokoban" = "vista-plugin-sokoban"``), then
     ``VISTA_PREFER=ID=DIST,...`` on top.  A malformed entry is an error: a pin that silently does
     nothing would leave the user believing they chose."""
-    import tomllib  # only for the load, not for ``import vista_rl``
+    if sys.version_info >= (3, 11):  # only for the load, not for ``import vista_rl``
+        import tomllib
+    else:  # Python 3.10, which the core supports, has no tomllib
+        import tomli as tomllib
 
     environ = os.environ if environ is None else environ
     path = plugins_config_path() if config is None else config
