@@ -10,8 +10,8 @@ import pytest
 from PIL import Image
 
 import vista_rl
+from tests.cli_testkit import run_vista
 from tests.test_sdk_checks import CorneredMaze, GoodEnv, RaisesOnGarbage
-from vista_rl.cli.main import main
 from vista_rl_sdk.contact_sheet import BACKGROUND, FRAME, GAP, LABEL_HEIGHT, TILE
 
 
@@ -28,19 +28,10 @@ def check_envs(vista_plugin):
     vista_plugin(CheckPlugin(), name="check")
 
 
-def vista(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    captured = capsys.readouterr()
-    return code, captured.out + captured.err
-
 
 def test_sheet_shows_the_oversized_black_canvas(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     sheet = tmp_path / "out" / "sheet.png"
-    code, text = vista(capsys, "check-env", "check/cornered-v0", "--sheet", str(sheet), "--no-cross-process")
+    code, text = run_vista(capsys, "check-env", "check/cornered-v0", "--sheet", str(sheet), "--no-cross-process")
     assert code == 0, text
     assert f"Contact sheet of seeds 0-2: {sheet}" in text
     assert "WARN" in text and "top-left 64x64 pixels" in text  # check_env's warning, printed
@@ -58,7 +49,7 @@ def test_sheet_shows_the_oversized_black_canvas(tmp_path: Path, capsys: pytest.C
 
 
 def test_passing_env_lists_its_checks(capsys: pytest.CaptureFixture[str]) -> None:
-    code, text = vista(capsys, "check-env", "check/good-v0", "--no-cross-process", "--seeds", "2")
+    code, text = run_vista(capsys, "check-env", "check/good-v0", "--no-cross-process", "--seeds", "2")
     assert code == 0, text
     assert "check_env check/good-v0 (vista-test-plugin 0.0.0), config {}" in text
     assert "ok    the oracle action steps without error" in text
@@ -67,13 +58,13 @@ def test_passing_env_lists_its_checks(capsys: pytest.CaptureFixture[str]) -> Non
 
 def test_installed_env_with_its_registered_check_args(capsys: pytest.CaptureFixture[str]) -> None:
     """A real installed plugin, the fresh-process determinism check included."""
-    code, text = vista(capsys, "check-env", "oddshape/odd-colour-v0", "--seeds", "2")
+    code, text = run_vista(capsys, "check-env", "oddshape/odd-colour-v0", "--seeds", "2")
     assert code == 0, text
     assert "ok    reset is deterministic across processes" in text
 
 
 def test_failing_env_exits_1_naming_each_problem(capsys: pytest.CaptureFixture[str]) -> None:
-    code, text = vista(capsys, "check-env", "check/broken-v0", "--no-cross-process")
+    code, text = run_vista(capsys, "check-env", "check/broken-v0", "--no-cross-process")
     assert code == 1
     assert "FAIL  step raised on garbage" in text and "ok    " in text
     assert "check/broken-v0 failed" in text
@@ -89,5 +80,5 @@ def test_failing_env_exits_1_naming_each_problem(capsys: pytest.CaptureFixture[s
     ],
 )
 def test_bad_input_is_a_clear_error(args: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
-    code, text = vista(capsys, "check-env", *args)
+    code, text = run_vista(capsys, "check-env", *args)
     assert code != 0 and message in text, text

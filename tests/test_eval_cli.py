@@ -9,8 +9,8 @@ import pytest
 import yaml
 from pydantic import ValidationError
 
+from tests.cli_testkit import run_vista
 from tests.rollout_testkit import RolloutTestPlugin
-from vista_rl.cli.main import main
 from vista_rl.config import RolloutSection
 from vista_rl.model_paths import looks_like_path
 from vista_rl.store import RunReader
@@ -23,19 +23,10 @@ def test_envs(vista_plugin):
     vista_plugin(RolloutTestPlugin())
 
 
-def vista_cli(capsys, *args: str) -> tuple[int, str]:
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    captured = capsys.readouterr()
-    return code, captured.out + captured.err
-
 
 def test_eval_with_flags_writes_a_run_directory(tmp_path, capsys):
     out = tmp_path / "run"
-    code, text = vista_cli(capsys, "eval", "--env", ODD, "--model", "scripted:oracle", "--episodes", "5",
+    code, text = run_vista(capsys, "eval", "--env", ODD, "--model", "scripted:oracle", "--episodes", "5",
                            "--group-size", "2", "--seed", "10", "--out", str(out))
     assert code == 0, text
     assert "success rate" in text and "format error rate" in text and "1.000 [0.722, 1.000]" in text
@@ -61,7 +52,7 @@ def test_eval_from_yaml_with_set_overrides_and_reflection(tmp_path, capsys):
         "output_dir": str(tmp_path / "yaml-run"),
         "rollout": {"episodes": 2, "reflection": True, "reflection_attempts": 3},
     }))
-    code, text = vista_cli(capsys, "eval", str(config), "--set", "rollout.episodes=3", "--max-turns", "2")
+    code, text = run_vista(capsys, "eval", str(config), "--set", "rollout.episodes=3", "--max-turns", "2")
     assert code == 0, text
     metrics = json.loads((tmp_path / "yaml-run" / "metrics.json").read_text())
     assert metrics["episodes"] == 3 and metrics["success_rate"]["value"] == 1.0
@@ -83,19 +74,19 @@ def test_old_reflection_attempts_names_still_work_with_a_warning(tmp_path, capsy
     responses = tmp_path / "responses.json"
     responses.write_text(json.dumps(["<answer>9</answer>"]))  # always wrong: every attempt is used
     out = tmp_path / "old-flag"
-    code, text = vista_cli(capsys, "eval", "--env", "test/guess-v0", "--model", f"scripted:{responses}",
+    code, text = run_vista(capsys, "eval", "--env", "test/guess-v0", "--model", f"scripted:{responses}",
                            "--episodes", "1", "--reflection", "--max-attempts", "2", "--out", str(out), "--no-html")
     assert code == 0, text
     assert "--max-attempts is deprecated" in text
     assert yaml.safe_load((out / "config.yaml").read_text())["rollout"]["reflection_attempts"] == 2
     assert json.loads((out / "metrics.json").read_text())["mean_attempts"]["value"] == 2
-    code, text = vista_cli(capsys, "eval", "--env", "test/guess-v0", "--model", f"scripted:{responses}",
+    code, text = run_vista(capsys, "eval", "--env", "test/guess-v0", "--model", f"scripted:{responses}",
                            "--max-attempts", "2", "--reflection-attempts", "3", "--out", str(out))
     assert code != 0 and "give only the new one" in text
 
 
 def test_a_failing_env_is_reported_and_the_run_completes(tmp_path, capsys):
-    code, text = vista_cli(capsys, "eval", "--env", "test/counter-v0", "--model", "scripted:oracle",
+    code, text = run_vista(capsys, "eval", "--env", "test/counter-v0", "--model", "scripted:oracle",
                            "--episodes", "3", "--set", "env.config.raise_on_step=2", "--out", str(tmp_path / "r"))
     assert code == 0, text
     assert "3 episode(s) failed" in text and "counter env broke on step 2" in text
@@ -114,33 +105,33 @@ def test_a_failing_env_is_reported_and_the_run_completes(tmp_path, capsys):
     (["--model", "scripted:oracle", "--set", "seed=1.5"], 2, "seed: Input should be a valid integer"),
 ])
 def test_bad_input_gives_a_clear_message(tmp_path, capsys, args, code, message):
-    got, text = vista_cli(capsys, "eval", "--env", ODD, "--episodes", "1", "--out", str(tmp_path / "x"), *args)
+    got, text = run_vista(capsys, "eval", "--env", ODD, "--episodes", "1", "--out", str(tmp_path / "x"), *args)
     assert got == code and message in text, text
     assert "Traceback" not in text
 
 
 def test_a_missing_model_directory_is_a_clear_message(tmp_path, capsys):
     pytest.importorskip("vista_plugin_transformers")
-    code, text = vista_cli(capsys, "eval", "--env", ODD, "--model", f"transformers:{tmp_path / 'missing'}",
+    code, text = run_vista(capsys, "eval", "--env", ODD, "--model", f"transformers:{tmp_path / 'missing'}",
                            "--episodes", "1", "--out", str(tmp_path / "x"))
     assert code == 1 and "could not start model backend transformers:" in text and "does not exist" in text
     assert "Traceback" not in text
 
 
 def test_env_or_model_is_required(capsys):
-    code, text = vista_cli(capsys, "eval", "--model", "scripted:oracle")
+    code, text = run_vista(capsys, "eval", "--model", "scripted:oracle")
     assert code == 2 and "--env" in text
 
 
 def test_trajectories_show(tmp_path, capsys):
     out = tmp_path / "run"
-    assert vista_cli(capsys, "eval", "--env", "test/counter-v0", "--model", "scripted:oracle", "--episodes", "3",
+    assert run_vista(capsys, "eval", "--env", "test/counter-v0", "--model", "scripted:oracle", "--episodes", "3",
                      "--out", str(out))[0] == 0
-    code, text = vista_cli(capsys, "trajectories", "show", str(out), "--episode", "1", "--limit", "2")
+    code, text = run_vista(capsys, "trajectories", "show", str(out), "--episode", "1", "--limit", "2")
     assert code == 0, text
     assert "success rate" in text and "2 of 3 episode(s) listed" in text
     assert "#1 test/counter-v0 seed 1" in text and "response 3" in text and "[image " in text
-    code, text = vista_cli(capsys, "trajectories", "show", str(tmp_path), "--episode", "9")
+    code, text = run_vista(capsys, "trajectories", "show", str(tmp_path), "--episode", "9")
     assert code == 1 and "not a VISTA run directory" in text
 
 
@@ -159,7 +150,7 @@ def test_progress_and_summary_survive_a_model_that_breaks(tmp_path, capsys, vist
             register("test-down", Down)
 
     vista_plugin(Plugin())
-    code, text = vista_cli(capsys, "eval", "--env", ODD, "--model", "test-down", "--episodes", "2",
+    code, text = run_vista(capsys, "eval", "--env", ODD, "--model", "test-down", "--episodes", "2",
                            "--out", str(tmp_path / "down"))
     assert code == 0 and "connection dropped" in text
     assert len(list(RunReader(Path(tmp_path / "down")))) == 2
@@ -174,9 +165,9 @@ def test_eval_refuses_an_out_dir_that_holds_a_run(tmp_path, capsys):
     # metrics.json described only the second run)
     out = tmp_path / "run"
     args = ("eval", "--env", ODD, "--model", "scripted:oracle", "--episodes", "3", "--out", str(out), "--no-html")
-    assert vista_cli(capsys, *args)[0] == 0
+    assert run_vista(capsys, *args)[0] == 0
     before = (out / "trajectories.jsonl").read_bytes()
-    code, text = vista_cli(capsys, *args)
+    code, text = run_vista(capsys, *args)
     assert code != 0 and "already holds trajectories" in text and "--resume" in text
     assert (out / "trajectories.jsonl").read_bytes() == before
     assert json.loads((out / "metrics.json").read_text())["episodes"] == 3
@@ -185,11 +176,11 @@ def test_eval_refuses_an_out_dir_that_holds_a_run(tmp_path, capsys):
 def test_eval_resume_repairs_a_cut_line_and_runs_only_missing_seeds(tmp_path, capsys):
     out = tmp_path / "run"
     base = ("eval", "--env", ODD, "--model", "scripted:oracle", "--out", str(out), "--no-html")
-    assert vista_cli(capsys, *base, "--episodes", "3")[0] == 0
+    assert run_vista(capsys, *base, "--episodes", "3")[0] == 0
     path = out / "trajectories.jsonl"
     data = path.read_bytes()
     path.write_bytes(data[:-200])  # a crash in the middle of the third record's write
-    code, text = vista_cli(capsys, *base, "--episodes", "5", "--resume")
+    code, text = run_vista(capsys, *base, "--episodes", "5", "--resume")
     assert code == 0, text
     assert "2 episode(s) already recorded" in text
     lines = path.read_text().splitlines()
@@ -199,16 +190,16 @@ def test_eval_resume_repairs_a_cut_line_and_runs_only_missing_seeds(tmp_path, ca
     assert metrics["episodes"] == len(RunReader(out)) == 5 and metrics["seeds"] == 5
     assert metrics["resumed"]["recorded_before"] == 2 and metrics["resumed"]["repaired_bytes"] > 0
     # nothing left to do: a second resume runs nothing and the metrics still describe the file
-    assert vista_cli(capsys, *base, "--episodes", "5", "--resume")[0] == 0
+    assert run_vista(capsys, *base, "--episodes", "5", "--resume")[0] == 0
     assert _seeds_in(out) == [0, 1, 2, 3, 4]
     assert json.loads((out / "metrics.json").read_text())["episodes"] == 5
 
 
 def test_eval_resume_refuses_a_different_env(tmp_path, capsys):
     out = tmp_path / "run"
-    assert vista_cli(capsys, "eval", "--env", ODD, "--model", "scripted:oracle", "--episodes", "1",
+    assert run_vista(capsys, "eval", "--env", ODD, "--model", "scripted:oracle", "--episodes", "1",
                      "--out", str(out), "--no-html")[0] == 0
-    code, text = vista_cli(capsys, "eval", "--env", ODD, "--model", "scripted:oracle", "--episodes", "2",
+    code, text = run_vista(capsys, "eval", "--env", ODD, "--model", "scripted:oracle", "--episodes", "2",
                            "--set", "env.config.grid=5", "--out", str(out), "--no-html", "--resume")
     assert code != 0 and "cannot resume" in text and "env.config" in text
     assert _seeds_in(out) == [0]
@@ -229,7 +220,7 @@ def test_a_path_like_model_spec_that_does_not_exist_fails_at_once(tmp_path, monk
     # issue 13 item 7: --model transformers:runs/tiny-typo spent 148 s in hub retries before failing
     monkeypatch.chdir(tmp_path)
     (tmp_path / "runs" / "tiny").mkdir(parents=True)
-    code, text = vista_cli(capsys, "eval", "--env", ODD, "--model", "transformers:runs/tiny-typo",
+    code, text = run_vista(capsys, "eval", "--env", ODD, "--model", "transformers:runs/tiny-typo",
                            "--episodes", "1", "--out", str(tmp_path / "o"))
     assert code != 0 and "runs/tiny-typo does not exist" in text and "tiny" in text
 
@@ -242,12 +233,12 @@ def test_eval_refuses_an_out_dir_that_holds_a_training_run(tmp_path, capsys):
     (out / "config.yaml").write_text("engine: local\n")
     (out / "status.json").write_text('{"status": "completed"}')
     args = ("eval", "--env", ODD, "--model", "scripted:oracle", "--episodes", "2", "--out", str(out), "--no-html")
-    code, text = vista_cli(capsys, *args)
+    code, text = run_vista(capsys, *args)
     assert code != 0 and "training run" in text and "--overwrite" in text
     assert (out / "config.yaml").read_text() == "engine: local\n" and not (out / "trajectories.jsonl").exists()
-    code, text = vista_cli(capsys, *args, "--resume")
+    code, text = run_vista(capsys, *args, "--resume")
     assert code != 0 and (out / "config.yaml").read_text() == "engine: local\n"
-    code, text = vista_cli(capsys, *args, "--overwrite")
+    code, text = run_vista(capsys, *args, "--overwrite")
     assert code == 0, text
     assert len(RunReader(out)) == 2 and (out / "checkpoints" / "step-1").is_dir()  # other files are kept
 
@@ -255,14 +246,14 @@ def test_eval_refuses_an_out_dir_that_holds_a_training_run(tmp_path, capsys):
 def test_eval_reruns_its_own_empty_dir_and_overwrite_replaces_episodes(tmp_path, capsys):
     out = tmp_path / "run"
     args = ("eval", "--env", ODD, "--model", "scripted:oracle", "--out", str(out), "--no-html")
-    assert vista_cli(capsys, *args, "--episodes", "3")[0] == 0
+    assert run_vista(capsys, *args, "--episodes", "3")[0] == 0
     (out / "trajectories.jsonl").write_text("")  # a run that died before its first episode
-    assert vista_cli(capsys, *args, "--episodes", "2")[0] == 0
+    assert run_vista(capsys, *args, "--episodes", "2")[0] == 0
     assert _seeds_in(out) == [0, 1]
-    code, text = vista_cli(capsys, *args, "--episodes", "1", "--overwrite")
+    code, text = run_vista(capsys, *args, "--episodes", "1", "--overwrite")
     assert code == 0, text
     assert _seeds_in(out) == [0] and json.loads((out / "metrics.json").read_text())["episodes"] == 1
-    assert vista_cli(capsys, *args, "--episodes", "1", "--overwrite", "--resume")[0] != 0
+    assert run_vista(capsys, *args, "--episodes", "1", "--overwrite", "--resume")[0] != 0
 
 
 def test_a_reply_with_a_lone_surrogate_is_recorded_not_fatal(tmp_path, capsys):
@@ -270,7 +261,7 @@ def test_a_reply_with_a_lone_surrogate_is_recorded_not_fatal(tmp_path, capsys):
     responses = tmp_path / "responses.json"
     responses.write_text(json.dumps(["<answer>1\ud800</answer>", "<answer>0\udfff\ud83d\ude00</answer>"]))
     out = tmp_path / "run"
-    code, text = vista_cli(capsys, "eval", "--env", "test/guess-v0", "--model", f"scripted:{responses}",
+    code, text = run_vista(capsys, "eval", "--env", "test/guess-v0", "--model", f"scripted:{responses}",
                            "--episodes", "2", "--out", str(out))
     assert code == 0, text
     raw = [json.loads(line) for line in (out / "trajectories.jsonl").read_text(encoding="utf-8").splitlines()]
@@ -279,7 +270,7 @@ def test_a_reply_with_a_lone_surrogate_is_recorded_not_fatal(tmp_path, capsys):
     responses_read = [record["turns"][0]["response"] for record in RunReader(out).records()]
     assert responses_read == ["<answer>1\ufffd</answer>", "<answer>0\ufffd\U0001f600</answer>"]
     assert "\ufffd" in (out / "trajectories.html").read_text(encoding="utf-8")
-    code, text = vista_cli(capsys, "trajectories", "show", str(out), "--full")
+    code, text = run_vista(capsys, "trajectories", "show", str(out), "--full")
     assert code == 0, text
 
 
@@ -290,7 +281,7 @@ def test_a_tool_named_image_gets_an_error_text(tmp_path, capsys):
              '<tool_call>{"name": "<|im_end|>", "arguments": {"x": "<image>"}}</tool_call>']
     responses.write_text(json.dumps([*calls, "<answer>inc</answer>"]))
     out = tmp_path / "run"
-    code, text = vista_cli(capsys, "eval", "--env", "test/tool-counter-v0", "--model", f"scripted:{responses}",
+    code, text = run_vista(capsys, "eval", "--env", "test/tool-counter-v0", "--model", f"scripted:{responses}",
                            "--set", "env.config.target=1", "--set", "rollout.batch_size=1",
                            "--episodes", "1", "--max-turns", "4", "--out", str(out), "--no-html")
     assert code == 0, text

@@ -17,9 +17,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 import vista_rl
+from tests.cli_testkit import run_vista
 from vista_rl import Env, Observation, StepResult
 from vista_rl.backends.scripted import ScriptedBackend
-from vista_rl.cli.main import main
 from vista_rl.config import RolloutSection, RunConfig
 from vista_rl.errors import VistaError
 from vista_rl.parsing import parse_response
@@ -110,15 +110,6 @@ def turn_envs(vista_plugin: Any) -> None:
     vista_plugin(TurnsPlugin(), name="turn-limit-test")
 
 
-def vista(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
-    try:
-        main(list(args))
-        code = 0
-    except SystemExit as exc:
-        code = int(exc.code or 0)
-    captured = capsys.readouterr()
-    return code, captured.out + captured.err
-
 
 def test_eval_plays_the_envs_own_turn_limit_without_a_flag(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
@@ -126,7 +117,7 @@ def test_eval_plays_the_envs_own_turn_limit_without_a_flag(tmp_path: Path, capsy
     default of 5 turns, as the corridor needs 12), and the saved config says which limit was played."""
     monkeypatch.setenv("COLUMNS", "200")
     out = tmp_path / "run"
-    code, text = vista(capsys, "eval", "--env", MAZE, "--model", "scripted:oracle", "--episodes", "4", "--out", str(out))
+    code, text = run_vista(capsys, "eval", "--env", MAZE, "--model", "scripted:oracle", "--episodes", "4", "--out", str(out))
     assert code == 0, text
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["success_rate"]["value"] == 1.0
@@ -140,7 +131,7 @@ def test_a_limit_the_env_did_not_choose_is_counted_and_reported(tmp_path: Path, 
                                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("COLUMNS", "300")
     out = tmp_path / "short"
-    code, text = vista(capsys, "eval", "--env", MAZE, "--model", "scripted:oracle", "--episodes", "3",
+    code, text = run_vista(capsys, "eval", "--env", MAZE, "--model", "scripted:oracle", "--episodes", "3",
                        "--max-turns", "5", "--out", str(out))
     assert code == 0, text
     metrics = json.loads((out / "metrics.json").read_text())
