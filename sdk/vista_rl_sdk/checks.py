@@ -29,6 +29,7 @@ from vista_rl import (
     observation_fingerprint,
     resolve_import_path,
 )
+from vista_rl.env import declared_actions
 from vista_rl_sdk.fresh_process import call_in_fresh_process
 from vista_rl_sdk.image_checks import cornered_everywhere, describe
 
@@ -180,14 +181,6 @@ def _check_step(report: CheckReport, env: Env, action: str, label: str) -> StepR
         report.fail(f"step on {label} action returned info of type {type(result.info).__name__}")
     _check_observation(report, result.observation, f"step on {label} action")
     return result
-
-
-def declared_actions(env: Env) -> list[str]:
-    """The action names an env declares (``env.action_names``, a sequence of strings), or ``[]``."""
-    names = getattr(env, "action_names", None)
-    if isinstance(names, str) or not isinstance(names, Sequence):
-        return []
-    return [name for name in names if isinstance(name, str)]
 
 
 def _phrase(env: Env, action: str, phrasing: str) -> str:
