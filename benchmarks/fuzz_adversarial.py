@@ -23,6 +23,11 @@ Targets, each counting *uncaught* failures (what must never happen):
   ``POST /sessions`` with import paths, host paths, records that carry host paths, nesting up to
   100,000 deep and non-finite numbers; an accepted session is reset and stepped once (a dropped
   connection is a server that died);
+- env-server ``POST /observe`` on a grounded zoom env: calls with huge, deep or non-JSON arguments,
+  long texts and names, off-image and non-finite points, more calls than an item holds (a 5xx, a
+  dropped connection or an env that raised is a failure; a 4xx or an item refused by a limit is
+  handled), then issue 33's 12,000-point spam and eight 7 MB arguments with their reward, step time
+  and memory;
 - ``vista serve`` abandoned streams (issue 33): six streamed ``n=16, max_tokens=512`` requests whose
   sockets close, at once or while generating, then a small request, timed against the quiet server
   (a probe past 2x its quiet latency + 2 s is a failure);
@@ -34,7 +39,7 @@ The report's ``peak_rss_mb`` is the harness's peak RSS and ``peak_rss_children_m
 child server's.
 
 Usage: ``python benchmarks/fuzz_adversarial.py [--per-env N] [--server N] [--serve N] [--serve-images N]
-[--tool-server N] [--env-configs N] [--convert N] [--abandoned-streams N] [--no-ray]``; exit status 1 when anything went uncaught.
+[--tool-server N] [--env-configs N] [--convert N] [--observe N] [--abandoned-streams N] [--no-ray]``; exit status 1 when anything went uncaught.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ import sys
 import tempfile
 import time
 import traceback
+import tracemalloc
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -627,6 +633,164 @@ def fuzz_env_configs(strings: list[str], log_dir: Path) -> dict[str, Any]:
     return {"sessions": tally.to_dict(), "accepted_by_kind": accepted, "server_starts": server.starts}
 
 
+# -------------------------------------------------------------------------- env server /observe
+
+OBSERVE_ENV = "grounding/zoom-spot-v0"  # a grounded multi-turn env: what it is shown counts for reward
+OBSERVE_KINDS = ("text", "big_list", "deep", "non_json", "long_text", "long_name", "points", "many_calls")
+
+
+def hostile_observe_call(rng: random.Random, text: str, kind: str) -> dict[str, Any]:
+    """One tool call of ``kind`` for ``POST /observe`` (see :func:`hostile_observe_body`)."""
+    import msgpack
+
+    name, result = "search_coordinate", "zoomed"
+    arguments: Any = {"coordinate": [rng.randint(0, 300), rng.randint(0, 300)]}
+    if kind == "text":
+        arguments = {"coordinate": [text[:40], text[40:80]], text[:100]: text[:2000]}
+    elif kind == "big_list":
+        arguments = {"coordinate": [0] * rng.choice([3, 10_000, 1_000_000])}  # 7M: observe_attacks
+    elif kind == "deep":
+        arguments = {"coordinate": [1, 2]}
+        for _ in range(rng.choice([6, 9, 25])):
+            arguments = {"a": [arguments]}
+    elif kind == "non_json":
+        arguments = rng.choice([{"coordinate": b"\x00" * 64}, {1: 2}, {"t": msgpack.Timestamp(0)},
+                                {"e": msgpack.ExtType(5, b"x")}, [1, 2], "(3, 4)", None])
+    elif kind == "long_text":
+        result = (text or "x") * (rng.choice([1_000, 100_000]) // max(len(text), 1) + 1)
+    elif kind == "long_name":
+        name = (text[:100] or "n") * 300
+    elif kind == "points":
+        arguments = {"coordinate": [rng.choice([float("nan"), float("inf"), -1e308, 2**63 - 1, -5]),
+                                    rng.uniform(-1e9, 1e9)], "image": rng.choice([0, 1, -1, "0", None])}
+    return {"name": name, "arguments": arguments, "result_text": result, "num_images": rng.choice([0, 1, 2**31]),
+            "error": rng.random() < 0.2}
+
+
+def hostile_observe_body(rng: random.Random, text: str, sessions: list[str]) -> tuple[str, bytes]:
+    """(kind, msgpack body) for ``POST /observe``: a few items on the given sessions, each with tool
+    calls a hostile client sends (huge, deep or non-JSON arguments, long texts and names, off-image
+    and non-finite points, more calls than an item may hold).  Most texts are made UTF-8-clean as
+    the client does; the rest go out with lone surrogates as invalid UTF-8."""
+    import msgpack
+    from vista_plugin_envserver.codec import wire_text
+
+    kind = rng.choice(OBSERVE_KINDS)
+    text = wire_text(text) if rng.random() < 0.8 else text
+    calls = 65 if kind == "many_calls" else rng.randint(1, 8)
+    items = [{"session": rng.choice(sessions), "response": text[:70_000],
+              "calls": [hostile_observe_call(rng, text, kind) for _ in range(calls)]}
+             for _ in range(rng.randint(1, 3))]
+    return kind, msgpack.packb({"items": items}, use_bin_type=True, unicode_errors="surrogatepass")
+
+
+def _rss_mb() -> float:
+    return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def observe_attacks(url: str) -> dict[str, Any]:
+    """Issue 33's two ``/observe`` attacks at their size: 12,000 distinct zoom points, then the
+    oracle's answer (reward and ``/step`` time next to the oracle's honest episode); and eight
+    ~7 MB requests of one call holding a 7M-element list, then eight more (this process's RSS
+    growth after each eight, as the server runs in it, and the Python memory still allocated, which
+    the allocator's caching does not blur).  Was: reward 960.9, a 5.1 s step, 71 -> 503 MB
+    kept after eight, +54 MB for each."""
+    import httpx
+    from vista_plugin_envserver.client import EnvServerClient
+    from vista_plugin_envserver.codec import CONTENT_TYPE, pack, unpack
+
+    from vista_rl import ToolCallRecord
+    from vista_rl.limits import release_memory
+
+    client = EnvServerClient(url)
+    honest, spam = client.create(2)
+    client.reset([(honest.id, 0), (spam.id, 0)])
+    (tool_turn,) = client.oracle([honest.id])
+    call = json.loads(str(tool_turn).split("<tool_call>")[1].split("</tool_call>")[0])
+    client.observe_tool_turn([(honest.id, str(tool_turn), [ToolCallRecord(call["name"], call["arguments"], "", 1, False)])])
+    points = [[10 * i, 10 * j] for i in range(120) for j in range(100)]
+    refused = 0
+    for start in range(0, len(points), 4000):
+        chunk = points[start:start + 4000]
+        results = client.observe_tool_turn([(spam.id, "<think>zoom</think>", [
+            ToolCallRecord("search_coordinate", {"coordinate": p}, "", 1, False) for p in chunk[k:k + 64]])
+            for k in range(0, len(chunk), 64)])
+        refused += sum(result is not None for result in results)
+    rewards, step_s = {}, {}
+    for name, session in (("oracle", honest), ("spam", spam)):
+        (answer,) = client.oracle([session.id])
+        started = time.perf_counter()
+        (result,) = client.step([(session.id, str(answer))])
+        step_s[name] = round(time.perf_counter() - started, 4)
+        rewards[name] = round(getattr(result, "reward", float("nan")), 3)
+    client.reset([(honest.id, 1)])  # an open episode: an env ignores what it is shown after the end
+    body = pack({"items": [{"session": honest.id, "response": "r",
+                            "calls": [{"name": "search_coordinate", "arguments": {"v": [0] * 7_000_000}}]}]})
+    release_memory()
+    before, seconds, outcomes, kept = _rss_mb(), [], [], []
+    tracemalloc.start()
+    with httpx.Client(base_url=url, timeout=120) as http:
+        for index in range(16):
+            started = time.perf_counter()
+            reply = http.post("/observe", content=body, headers={"content-type": CONTENT_TYPE})
+            seconds.append(time.perf_counter() - started)
+            item = unpack(reply.content)["results"][0] if reply.status_code == 200 else {}
+            outcomes.append(f"{reply.status_code}:{'accepted' if item.get('ok') else 'refused'}")
+            if index in (7, 15):  # after 8 and 16: a plateau is the allocator's cache, growth is kept data
+                release_memory()
+                kept.append(round(_rss_mb() - before, 1))
+    python_kept = tracemalloc.get_traced_memory()[0]
+    tracemalloc.stop()
+    del body
+    client.close_sessions([honest.id, spam.id])
+    return {"spam_points": len(points), "spam_items_refused": refused, "oracle_reward": rewards["oracle"],
+            "spam_reward": rewards["spam"], "spam_beats_oracle": rewards["spam"] > rewards["oracle"],
+            "oracle_step_s": step_s["oracle"], "spam_step_s": step_s["spam"], "big_argument_request_mb": 7,
+            "big_argument_outcomes": sorted(set(outcomes)), "big_argument_s_max": round(max(seconds), 2),
+            "rss_kept_after_8_and_16_big_mb": kept, "python_kept_after_16_big_mb": round(python_kept / 2**20, 2)}
+
+
+def fuzz_env_server_observe(strings: list[str]) -> dict[str, Any]:
+    """``POST /observe`` on a grounded zoom env (real HTTP on 127.0.0.1): hostile bodies from
+    :func:`hostile_observe_body`, a 5xx, a dropped connection or an env that raised is a failure, a
+    4xx or an item refused by a limit a handled one; then :func:`observe_attacks`."""
+    import httpx
+    from vista_plugin_envserver.app import ServerSettings
+    from vista_plugin_envserver.client import EnvServerClient
+    from vista_plugin_envserver.codec import CONTENT_TYPE, unpack
+    from vista_plugin_envserver.server import BackgroundServer
+
+    tally = Tally()
+    with BackgroundServer(ServerSettings(env_ids=[OBSERVE_ENV])) as server, \
+            httpx.Client(base_url=server.url, timeout=120) as http:
+        client = EnvServerClient(server.url)
+        sessions = [info.id for info in client.create(8)]
+        client.reset([(sid, 0) for sid in sessions])
+        started = time.perf_counter()
+        for index, text in enumerate(strings):
+            kind, body = hostile_observe_body(random.Random(index), text, sessions)
+            try:
+                response = http.post("/observe", content=body, headers={"content-type": CONTENT_TYPE})
+            except httpx.HTTPError as exc:
+                tally.fail(text, f"{kind}: {type(exc).__name__}: {exc}"[:200])
+                continue
+            if response.status_code != 200:
+                (tally.fail(text, f"{kind}: HTTP {response.status_code}: {response.text[:120]}")
+                 if response.status_code >= 500 else tally.ok(f"{kind}:{response.status_code}"))
+                continue
+            errors = [str(r.get("error")) for r in unpack(response.content)["results"] if not r.get("ok")]
+            raised = [error for error in errors if "refused" not in error]
+            if raised:
+                tally.fail(text, f"{kind}: {raised[0]}"[:200])
+            else:
+                tally.ok(f"{kind}:{'refused' if errors else 'ok'}")
+            if index % 40 == 39:  # new episodes, so per-episode budgets refill and later items reach the env
+                client.reset([(sid, index) for sid in sessions])
+        tally.seconds = time.perf_counter() - started
+        client.close_sessions(sessions)
+        return {"items": tally.to_dict(), "attacks": observe_attacks(server.url)}
+
+
 # ------------------------------------------------------------------------------- vista data convert
 
 def _hostile_image_names(rng: random.Random, text: str, outside: Path, src: Path) -> str:
@@ -716,19 +880,21 @@ def _count(report: Any, key: str) -> int:
 
 
 def run(per_env: int, server: int, serve: int, seed: int, use_ray: bool, serve_images: int = 0,
-        tool_server: int = 0, env_configs: int = 0, convert: int = 0) -> dict[str, Any]:
+        tool_server: int = 0, env_configs: int = 0, convert: int = 0, observe: int = 0) -> dict[str, Any]:
     from vista_plugin_envserver.app import ServerSettings
     from vista_plugin_envserver.server import BackgroundServer
 
     import vista_rl
 
     started = time.perf_counter()
-    pool = adversarial_strings(max(per_env, server, serve, serve_images, tool_server, env_configs, convert), seed)
+    pool = adversarial_strings(max(per_env, server, serve, serve_images, tool_server, env_configs, convert, observe), seed)
     report: dict[str, Any] = {"seed": seed}
     host_envs = sorted({*SERVER_ENVS, "oddshape/odd-colour-v0", "frozenlake/frozenlake-v0"})
     with tempfile.TemporaryDirectory() as tmp, BackgroundServer(ServerSettings(env_ids=host_envs)) as env_server:
         report["envs"] = fuzz_all_envs(pool[:per_env], Path(tmp), env_server.url, use_ray)
         report["env_server"] = fuzz_env_server(env_server.url, pool[:server], raw_count=min(server, 1000))
+    if observe:
+        report["env_server_observe"] = fuzz_env_server_observe(pool[:observe])
     report["serve"] = fuzz_serve(pool[:serve], raw_count=min(serve, 200), image_strings=pool[:serve_images])
     if tool_server:
         report["tool_server"] = fuzz_tool_server(pool[:tool_server])
@@ -781,6 +947,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tool-server", type=int, default=3500, help="calls sent to a tool server")
     parser.add_argument("--env-configs", type=int, default=2000, help="hostile client configs sent to /sessions")
     parser.add_argument("--convert", type=int, default=3000, help="hostile release records through vista data convert")
+    parser.add_argument("--observe", type=int, default=1000, help="hostile POST /observe bodies (issue 33)")
     parser.add_argument("--abandoned-streams", type=int, default=6,
                         help="streamed n=16 requests abandoned before a timed small one (issue 33); 0 skips")
     parser.add_argument("--only-new", action="store_true",
@@ -794,7 +961,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             report = run(args.per_env, args.server, args.serve, args.seed, use_ray=not args.no_ray,
                          serve_images=args.serve_images, tool_server=args.tool_server, env_configs=args.env_configs,
-                         convert=args.convert)
+                         convert=args.convert, observe=args.observe)
         if args.abandoned_streams and not args.only_new:
             report["serve_abandoned_streams"] = fuzz_abandoned_streams(args.abandoned_streams)
             report["uncaught_exceptions"] += report["serve_abandoned_streams"]["uncaught"]

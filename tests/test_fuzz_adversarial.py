@@ -49,6 +49,21 @@ def test_the_hostile_inputs_are_seeded_and_varied():
     assert kinds == {"import_path", "host_path", "records", "nesting", "numbers", "string"}
 
 
+def test_the_hostile_observe_bodies_are_seeded_and_varied():
+    import random
+
+    import msgpack
+
+    fuzz = _module()
+    bodies = [fuzz.hostile_observe_body(random.Random(i), "z\ud800", ["a", "b"]) for i in range(200)]
+    assert bodies == [fuzz.hostile_observe_body(random.Random(i), "z\ud800", ["a", "b"]) for i in range(200)]
+    assert {kind for kind, _ in bodies} == set(fuzz.OBSERVE_KINDS)
+    decoded = [msgpack.unpackb(body, raw=False, strict_map_key=False, unicode_errors="surrogatepass")
+               for _, body in bodies]
+    assert any(len(item["calls"]) == 65 for message in decoded for item in message["items"])
+    assert any("\ud800" in item["response"] for message in decoded for item in message["items"])
+
+
 @pytest.mark.slow
 def test_ten_thousand_hostile_strings_raise_nothing_anywhere():
     completed = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, text=True, timeout=1800)
