@@ -2,11 +2,15 @@
 
     python benchmarks/train.py [--tiny] [--steps 5] [--repeats 4] [--trl-python /tmp/trlvenv/bin/python]
         [--device cpu|cuda] [--precision fp32|bf16] [--shape tiny|qwen2.5-0.5b]
+        [--trl-settings trl_gc_off,trl_gc_on,trl_liger,trl_padding_free] [--vista-layout auto|...]
 
-TRL is the anchor, run twice per repeat: with gradient checkpointing (its default: activations are
-recomputed in the backward, which we do not do) and without; the JSON gives TRL-over-ours for each
-and for TRL's best (the faster of the two medians), which is the figure issue 25's target (>= 2x)
-is read against.  No reference model (beta 0), no vLLM on either side.  TRL's pins conflict with
+TRL is the anchor, run once per repeat in each of its settings (``TRL_SETTINGS``): gradient
+checkpointing on (its default: activations are recomputed in the backward, which we do not do) and
+off, and off with each speed option TRL may have for this model on this device (``use_liger_kernel``,
+``padding_free``).  A setting TRL refuses or that fails is reported with its error and not run again;
+the JSON names every setting tried (``trl.settings``, each with its GRPOConfig arguments) and gives
+TRL-over-ours for each and for TRL's best (the fastest median), which is the figure the >= 2x target
+(issues 25 and 37) is read against.  No reference model (beta 0), no vLLM on either side.  TRL's pins conflict with
 the dev environment, so it runs in its own python (--trl-python or VISTA_TRL_PYTHON: a path, or a
 command on PATH such as ``python3`` where TRL is importable beside us; without one the TRL half is
 reported as skipped).  Both sides: the same random Qwen2.5-VL of ``--shape`` (``benchmarks/_shapes.py``),
@@ -66,11 +70,12 @@ def reward(completions, answer, **_):
 
 class Timer(TrainerCallback):
     def __init__(self):
-        self.times, self.start = [], None
+        self.times, self.cpu, self.start = [], [], None
     def on_step_begin(self, *a, **k):
-        self.start = time.perf_counter()
+        self.start = (time.perf_counter(), time.process_time())
     def on_step_end(self, *a, **k):
-        self.times.append(time.perf_counter() - self.start)
+        self.times.append(time.perf_counter() - self.start[0])
+        self.cpu.append(time.process_time() - self.start[1])
 
 processor = AutoProcessor.from_pretrained(spec["model"])
 model = AutoModelForImageTextToText.from_pretrained(spec["model"], dtype=torch.float32)
@@ -80,7 +85,7 @@ args = GRPOConfig(output_dir=spec["out"], per_device_train_batch_size=batch, num
                   max_completion_length=spec["max_tokens"], max_steps=spec["steps"], learning_rate=1e-4,
                   temperature=1.0, use_cpu=not cuda, bf16=spec["precision"] == "bf16", fp16=False, report_to=[],
                   logging_steps=1, save_strategy="no", gradient_accumulation_steps=1, beta=0.0, seed=0,
-                  dataloader_num_workers=0, gradient_checkpointing=spec["gradient_checkpointing"])
+                  dataloader_num_workers=0, **spec["trl_config"])
 timer = Timer()
 trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=dataset, processing_class=processor,
                       callbacks=[timer])
@@ -89,16 +94,36 @@ trainer.train()
 hwm = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
 import transformers, trl
 gpu_peak = torch.cuda.max_memory_allocated() / 2**20 if cuda else None
-print("TRLJSON " + json.dumps({"step_times_s": timer.times, "peak_rss_mb": hwm / 1024, "peak_cuda_mb": gpu_peak,
+print("TRLJSON " + json.dumps({"step_times_s": timer.times, "step_cpu_s": timer.cpu, "peak_rss_mb": hwm / 1024, "peak_cuda_mb": gpu_peak,
                                "gradient_checkpointing": bool(args.gradient_checkpointing),
+                               "in_effect": {key: getattr(args, key, None) for key in spec["trl_config"]},
                                "versions": {"trl": trl.__version__, "transformers": transformers.__version__,
                                             "torch": torch.__version__}}))
 '''
 
 
+#: --vista-layout -> engine_config.local settings (auto: the engine's defaults)
+LAYOUT_SETTINGS: dict[str, dict[str, Any]] = {
+    "auto": {}, "shared_prefix": {"shared_prefix": True}, "packed": {"shared_prefix": False},
+    "padded": {"packing": False}}
+
+
+def vista_layout(layout: str) -> str:
+    """The update layout our runs use (what ``auto`` resolves to for this benchmark's GRPO)."""
+    if layout != "auto":
+        return layout
+    try:
+        from vista_plugin_local.config import update_layout, validate_engine_config
+
+        from vista_rl.config import RunConfig
+    except ImportError:  # an engine from before the layouts (issue 37): the padded batch
+        return "padded"
+    return update_layout(validate_engine_config(RunConfig.model_validate({"env": ENV})))
+
+
 def run_vista(model_dir: Path, work: Path, steps: int, seeds_per_step: int, group_size: int,
               max_tokens: int, run_name: str = "vista-run", device: str = "cpu",
-              precision: str = "fp32") -> dict[str, Any]:
+              precision: str = "fp32", layout: str = "auto") -> dict[str, Any]:
     from vista_plugin_local.metrics import read_jsonl
     from vista_plugin_local.trainer import LocalEngine
 
@@ -111,7 +136,7 @@ def run_vista(model_dir: Path, work: Path, steps: int, seeds_per_step: int, grou
         "trainer": {"steps": steps, "seeds_per_step": seeds_per_step, "lr": 1e-4, "micro_batch_size": 32,
                     "train_seeds": {"start": 0, "count": 1000}},
         "eval": {"seeds": {"start": 100_000, "count": 1}, "at_start": False, "after_sft": False},
-        "engine_config": {"local": {"device": device, "precision": precision}},
+        "engine_config": {"local": {"device": device, "precision": precision, **LAYOUT_SETTINGS[layout]}},
     })
     import torch
 
@@ -119,7 +144,13 @@ def run_vista(model_dir: Path, work: Path, steps: int, seeds_per_step: int, grou
         torch.cuda.reset_peak_memory_stats()
     from rich.console import Console
 
-    LocalEngine(run, console=Console(file=sys.stderr)).run()  # stdout carries only the JSON
+    marks: list[float] = []  # process CPU time at the end of every RL step
+
+    def mark(stage: str, step: int) -> None:
+        if stage == "rl":
+            marks.append(time.process_time())
+
+    LocalEngine(run, console=Console(file=sys.stderr), step_hook=mark).run()  # stdout carries only the JSON
     rows = [row for row in read_jsonl(work / run_name / "metrics.jsonl") if row.get("stage") == "rl"][1:]
 
     def avg(key: str) -> float:
@@ -127,6 +158,7 @@ def run_vista(model_dir: Path, work: Path, steps: int, seeds_per_step: int, grou
 
     return {
         "status": "ok", "step_times_s": [float(row["time_step_s"]) for row in rows],
+        "step_cpu_s": [later - earlier for earlier, later in zip(marks, marks[1:], strict=False)],
         "step_s": avg("time_step_s"), "rollout_s": avg("time_rollout_s"), "logprob_s": avg("time_logprob_s"),
         "update_s": avg("time_update_s"), "tokens_per_s": avg("tokens_per_s"),
         "gen_tokens_per_s": avg("gen_tokens_per_s"), "sequence_tokens_mean": avg("sequence_tokens_mean"),
@@ -137,7 +169,8 @@ def run_vista(model_dir: Path, work: Path, steps: int, seeds_per_step: int, grou
 
 def run_trl(trl_python: str, model_dir: Path, work: Path, steps: int, seeds_per_step: int, group_size: int,
             max_tokens: int, run_name: str = "trl-out", device: str = "cpu", precision: str = "fp32",
-            gradient_checkpointing: bool = False) -> dict[str, Any]:
+            trl_config: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One TRL run with ``trl_config`` (GRPOConfig keyword arguments) over the defaults."""
     import vista_rl
 
     items = []
@@ -152,7 +185,7 @@ def run_trl(trl_python: str, model_dir: Path, work: Path, steps: int, seeds_per_
                       "answer": int(info["answer"])})
     spec = {"model": str(model_dir), "items": items, "out": str(work / run_name), "steps": steps,
             "seeds_per_step": seeds_per_step, "group_size": group_size, "max_tokens": max_tokens,
-            "device": device, "precision": precision, "gradient_checkpointing": gradient_checkpointing}
+            "device": device, "precision": precision, "trl_config": trl_config or {}}
     (work / "spec.json").write_text(json.dumps(spec))
     (work / "trl_grpo.py").write_text(TRL_SCRIPT)
     started = time.perf_counter()
@@ -161,13 +194,16 @@ def run_trl(trl_python: str, model_dir: Path, work: Path, steps: int, seeds_per_
     wall = time.perf_counter() - started
     line = next((ln for ln in proc.stdout.splitlines() if ln.startswith("TRLJSON ")), None)
     if proc.returncode != 0 or line is None:
-        return {"status": "failed", "returncode": proc.returncode, "stderr_tail": proc.stderr[-1500:]}
+        lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        return {"status": "failed", "returncode": proc.returncode, "error": lines[-1] if lines else None,
+                "stderr_tail": proc.stderr[-1500:]}
     data = json.loads(line[len("TRLJSON "):])
     times = data["step_times_s"][1:] or data["step_times_s"]
-    return {"status": "ok", "step_times_s": times, "step_s": sum(times) / len(times),
+    cpu = data.get("step_cpu_s", [])[1:] or data.get("step_cpu_s", [])
+    return {"status": "ok", "step_times_s": times, "step_cpu_s": cpu, "step_s": sum(times) / len(times),
             "peak_rss_mb": data["peak_rss_mb"], "peak_cuda_mb": data.get("peak_cuda_mb"), "wall_s": wall,
             "versions": data["versions"],
-            "gradient_checkpointing": data["gradient_checkpointing"]}
+            "gradient_checkpointing": data["gradient_checkpointing"], "in_effect": data.get("in_effect")}
 
 
 def trl_version(trl_python: str) -> dict[str, Any]:
@@ -189,7 +225,18 @@ def resolve_python(name: str) -> str | None:
 
 #: per shape: seeds per step, group size, max new tokens (issue 25: 8 x 8 and 64 tokens on the GPU)
 DEFAULTS = {"tiny": (8, 4, 8), "qwen2.5-0.5b": (8, 8, 64)}
-SIDES = ("vista", "trl_gc_off", "trl_gc_on")
+#: TRL's settings, each a side of the comparison: GRPOConfig arguments over the shared ones.  Gradient
+#: checkpointing off is TRL's fastest of its own two; ``use_liger_kernel`` swaps in Liger's Triton
+#: kernels (RMSNorm, SwiGLU, RoPE; TRL 1.16 keeps its own chunked LM-head log-probs); ``padding_free``
+#: packs without padding where a TRL trainer has it (TRL 1.16: SFT and DPO, not GRPO).  Whether each
+#: works for Qwen2.5-VL on the device is what the run finds out.
+TRL_SETTINGS: dict[str, dict[str, Any]] = {
+    "trl_gc_off": {"gradient_checkpointing": False},
+    "trl_gc_on": {"gradient_checkpointing": True},
+    "trl_liger": {"gradient_checkpointing": False, "use_liger_kernel": True},
+    "trl_padding_free": {"gradient_checkpointing": False, "padding_free": True},
+}
+SIDES = ("vista", *TRL_SETTINGS)
 
 
 def main() -> None:
@@ -206,6 +253,11 @@ def main() -> None:
     parser.add_argument("--trl-python", default=os.environ.get("VISTA_TRL_PYTHON", "/tmp/trlvenv/bin/python"))
     parser.add_argument("--trl-gc", choices=("both", "off", "on"), default="both",
                         help="TRL's gradient checkpointing settings to run (default both)")
+    parser.add_argument("--trl-settings", default=",".join(TRL_SETTINGS),
+                        help=f"TRL settings to try, comma-separated (default all: {', '.join(TRL_SETTINGS)})")
+    parser.add_argument("--vista-layout", choices=("auto", "shared_prefix", "packed", "padded"), default="auto",
+                        help="how our update lays out its rows (engine_config.local.packing / shared_prefix; "
+                             "auto: the engine's default, shared_prefix for GRPO)")
     args = parser.parse_args()
     seeds, group, tokens = DEFAULTS[args.shape]
     args.seeds_per_step = args.seeds_per_step or seeds
@@ -219,7 +271,13 @@ def main() -> None:
         raise SystemExit("--device cuda: no CUDA device is available")
     work = Path(tempfile.mkdtemp(prefix="vista-bench-train-"))
     trl_python = resolve_python(args.trl_python)
-    sides = [side for side in SIDES if side == "vista" or (trl_python and args.trl_gc in ("both", side.split("_")[-1]))]
+    chosen = [name.strip() for name in args.trl_settings.split(",") if name.strip()]
+    unknown = sorted(set(chosen) - set(TRL_SETTINGS))
+    if unknown:
+        raise SystemExit(f"--trl-settings: unknown {', '.join(unknown)}; choose from {', '.join(TRL_SETTINGS)}")
+    gc_off = {"both": (False, True), "off": (False,), "on": (True,)}[args.trl_gc]
+    sides = ["vista"] + [side for side in TRL_SETTINGS if trl_python and side in chosen
+                         and TRL_SETTINGS[side]["gradient_checkpointing"] in gc_off]
     setting = {"device": args.device, "precision": args.precision}
     stopped = False
     try:
@@ -231,8 +289,10 @@ def main() -> None:
             "precision": args.precision, "shape": args.shape, "parameters": parameter_count(model_dir),
             "seeds_per_step": args.seeds_per_step, "group_size": args.group_size, "max_tokens": args.max_tokens,
             "steps_per_run": args.steps, "measured_steps_per_run": args.steps - 1, "repeats": args.repeats,
-            "anchor": ("trl GRPOTrainer (beta=0), gradient_checkpointing off and on" if trl_python
+            "anchor": (f"trl GRPOTrainer (beta=0), settings: {', '.join(sides[1:])}" if trl_python
                        else f"skipped: no TRL environment at {args.trl_python}"),
+            "trl_settings_tried": {side: TRL_SETTINGS[side] for side in sides[1:]},
+            "vista_layout": vista_layout(args.vista_layout),
             "versions": {"ours": {**dist_versions("vista-rl", "vista-plugin-local", "transformers"),
                                   "torch": torch.__version__},
                          "anchor": trl_version(trl_python) if trl_python else None},
@@ -269,11 +329,14 @@ def _run_sides(args: argparse.Namespace, sides: list[str], runs: dict[str, list[
         for side in sides[shift:] + sides[:shift]:
             try:
                 if side == "vista":
-                    runs[side].append(run_vista(model_dir, work, *shape, run_name=f"vista-run-{r}", **setting))
+                    runs[side].append(run_vista(model_dir, work, *shape, run_name=f"vista-run-{r}",
+                                                layout=args.vista_layout, **setting))
+                elif runs[side] and not any(run.get("status") == "ok" for run in runs[side]):
+                    continue  # a setting that only failed (refused, or unsupported here) is not run again
                 else:
                     assert trl_python is not None
                     runs[side].append(run_trl(trl_python, model_dir, work, *shape, run_name=f"{side}-{r}",
-                                              gradient_checkpointing=side == "trl_gc_on", **setting))
+                                              trl_config=TRL_SETTINGS[side], **setting))
             except Exception as exc:  # noqa: BLE001 - one failed run is reported, the others still count
                 runs[side].append({"status": "failed", "error": f"{type(exc).__name__}: {exc}"})
 
@@ -283,9 +346,10 @@ def summarize_sides(runs: dict[str, list[dict[str, Any]]], have_trl: bool, trl_p
     for TRL's best (the faster median)."""
     ok = {side: [run for run in side_runs if run.get("status") == "ok"] for side, side_runs in runs.items()}
     steps = {side: summarize([t for run in side_ok for t in run["step_times_s"]]) for side, side_ok in ok.items()}
+    cpu = {side: summarize([t for run in side_ok for t in run.get("step_cpu_s", [])]) for side, side_ok in ok.items()}
     out: dict[str, Any] = {}
     vista_ok = ok["vista"]
-    out["vista"] = {"step": steps["vista"], "runs": runs["vista"]}
+    out["vista"] = {"step": steps["vista"], "step_cpu": cpu["vista"], "runs": runs["vista"]}
     if vista_ok:
         def mean(key: str) -> float | None:
             values = [run[key] for run in vista_ok if run.get(key) is not None]
@@ -299,11 +363,14 @@ def summarize_sides(runs: dict[str, list[dict[str, Any]]], have_trl: bool, trl_p
         return out
     settings: dict[str, Any] = {}
     ratios: dict[str, float | None] = {}
+    cpu_ratios: dict[str, float | None] = {}
     for side in runs:
         if side == "vista":
             continue
-        settings[side] = {"status": "ok" if ok[side] else "failed", "step": steps[side], "runs": runs[side]}
+        settings[side] = {"status": "ok" if ok[side] else "failed", "config": TRL_SETTINGS.get(side),
+                          "step": steps[side], "step_cpu": cpu[side], "runs": runs[side]}
         ratios[side] = ratio(steps[side], steps["vista"])
+        cpu_ratios[side] = ratio(cpu[side], cpu["vista"])
     # "status" and "step" are TRL's best setting (what benchmarks/report.py tabulates)
     out["trl"] = {"status": "failed", "settings": settings}
     timed_sides = [side for side in ratios if steps[side].get("n")]
@@ -312,8 +379,11 @@ def summarize_sides(runs: dict[str, list[dict[str, Any]]], have_trl: bool, trl_p
         out["trl"].update(status="ok", step=steps[best], best_setting=best)
         out["trl_best_setting"] = best
         ratios["trl_best"] = ratios[best]
+        cpu_ratios["trl_best"] = cpu_ratios[best]
         out["trl_step_over_vista_step"] = ratios[best]
     out["trl_over_vista"] = ratios
+    # the same from each process's CPU time per step: less sensitive to other work on a shared machine
+    out["trl_over_vista_cpu"] = cpu_ratios
     out["target"] = {"trl_best_over_vista_at_least": 2.0,
                      "met": bool(ratios.get("trl_best") is not None and ratios["trl_best"] >= 2.0)}
     return out

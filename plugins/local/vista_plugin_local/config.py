@@ -13,6 +13,7 @@ from typing import Literal
 
 from pydantic import Field
 
+import vista_rl
 from vista_rl.config import (
     AlgorithmSection,
     EvalSection,
@@ -25,7 +26,10 @@ from vista_rl.config import (
 
 ENGINE_ID = "local"
 
-__all__ = ["ENGINE_ID", "LocalEngineConfig", "LocalSection", "LoraSection", "validate_engine_config"]
+#: How the update lays out a micro-batch's rows (:mod:`vista_plugin_local.packed_forward`).
+Layout = Literal["shared_prefix", "packed", "padded"]
+
+__all__ = ["ENGINE_ID", "Layout", "LocalEngineConfig", "LocalSection", "LoraSection", "update_layout", "validate_engine_config"]
 
 
 class LoraSection(Section):
@@ -49,6 +53,14 @@ class LocalSection(Section):
     max_nan_steps: int = Field(3, ge=1, description="stop after this many skipped non-finite steps")
     value_coef: float = Field(0.5, ge=0.0, description="weight of the value-head loss (it shares the policy's body)")
     lora: LoraSection = Field(default_factory=LoraSection, description="LoRA adapters (off by default)")
+    packing: bool = Field(True, description="score an update's micro-batch as a few packed sequences with a "
+                          "block attention mask instead of padding every row to the longest (the same log-probs "
+                          "and gradients); false: the padded batch, and no shared prefix")
+    shared_prefix: bool | None = Field(
+        None, description="in packed sequences, compute a prefix that rows share (a GRPO group's prompt: "
+        "image, system prompt, history) once, forward and backward, each reply attending to it and to itself "
+        "only (the same log-probs and gradients); rows that share nothing are packed side by side. null: on "
+        "when the estimator normalises within groups of samples (grpo, dr_grpo, rloo, ...), off otherwise")
 
 
 class LocalEngineConfig(Section):
@@ -65,3 +77,22 @@ def validate_engine_config(run: RunConfig) -> LocalEngineConfig:
     """The local engine's view of ``run``; errors name the full key (``engine_config.local.lora.r``)."""
     return LocalEngineConfig(algorithm=run.algorithm, trainer=run.trainer, sft=run.sft, eval=run.eval,
                              local=engine_section(run, ENGINE_ID, LocalSection))
+
+
+def groups_samples(estimator: str) -> bool:
+    """Whether the estimator compares the samples of a group (its registration needs ``group_ids``)."""
+    try:
+        spec = vista_rl.host().registry("estimators").spec(estimator)
+    except vista_rl.VistaError:
+        return False
+    return "group_ids" in (spec.metadata.get("needs") or [])
+
+
+def update_layout(config: LocalEngineConfig) -> Layout:
+    """How the update lays out its rows (:mod:`vista_plugin_local.packed_forward`), from
+    ``engine_config.local.packing`` and ``shared_prefix`` (null: on for group estimators)."""
+    local = config.local
+    if not local.packing:
+        return "padded"
+    share = local.shared_prefix if local.shared_prefix is not None else groups_samples(config.algorithm.estimator)
+    return "shared_prefix" if share else "packed"

@@ -8,13 +8,14 @@ batched vision tensors, M-RoPE state) is here; :mod:`vista_plugin_local.chat_tok
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 from PIL import Image
 
 from vista_plugin_local.image_input import ImageInput
+from vista_plugin_local.shared_vision import base_model
 from vista_rl import ConfigError, ModelFamily
 from vista_rl.chat_render import registered_family
 
@@ -58,6 +59,16 @@ class QwenVLFamily(ModelFamily):
             batch["image_grid_thw"] = torch.stack(grids, dim=0)
         return batch
 
+    def row_position_ids(self, model: Any, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """``[3, rows, width]`` M-RoPE positions of each row of a right-padded batch
+        (:meth:`Policy.collate`), computed as the model's own forward does (``get_rope_index``):
+        what packed scoring gives each row's tokens (:mod:`vista_plugin_local.packed_forward`)."""
+        grids = batch.get("image_grid_thw")
+        positions, _ = base_model(model).model.get_rope_index(
+            batch["input_ids"], mm_token_type_ids=batch["mm_token_type_ids"], image_grid_thw=grids,
+            attention_mask=batch["attention_mask"])
+        return positions
+
     def reset_generation_state(self, model: Any) -> None:
         inner = getattr(model, "model", None)
         for candidate in (model, inner, getattr(inner, "model", None)):
@@ -96,6 +107,12 @@ class InternVLFamily(ModelFamily):
         if not images:
             return {}
         return {"pixel_values": torch.cat([image.pixel_values for image in images], dim=0)}
+
+    def row_position_ids(self, model: Any, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """``[rows, width]`` positions 0, 1, ... of each row of a right-padded batch (InternVL's
+        language model numbers the tokens plainly; images take no positions of their own)."""
+        ids = batch["input_ids"]
+        return torch.arange(ids.shape[1], device=ids.device).expand(ids.shape[0], -1)
 
 
 def registered_families() -> list[ModelFamily]:

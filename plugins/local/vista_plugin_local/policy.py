@@ -23,7 +23,8 @@ from vista_plugin_local.config import LoraSection
 from vista_plugin_local.families import family_for
 from vista_plugin_local.image_input import ImageInput
 from vista_plugin_local.logprob_recorder import LogprobRecorder
-from vista_plugin_local.shared_vision import VisionFeatures, supports_precomputed
+from vista_plugin_local.shared_vision import VisionFeatures, base_model, supports_precomputed
+from vista_plugin_local.token_logprobs import token_logprobs
 from vista_rl import ConfigError
 
 
@@ -229,43 +230,44 @@ class Policy:
         return result
 
     # ----------------------------------------------------------------- scoring
+    def scoring_model(self, reference: bool = False) -> tuple[Any, contextlib.AbstractContextManager[Any]]:
+        """The model a scoring pass runs and the context to run it in: the policy; or the
+        reference, a frozen copy, or with LoRA the base model with its adapters off."""
+        if not reference:
+            return self.model, contextlib.nullcontext()
+        if self.lora:
+            return self.model, self.model.disable_adapter()
+        return self.reference, contextlib.nullcontext()
+
     def score(self, batch: dict[str, torch.Tensor], temperature: float = 1.0, *, entropy: bool = False,
               values: bool = False, reference: bool = False) -> Scores:
-        """Log-probs (at ``temperature``), entropies and values of every position in ``batch``."""
-        model = self.model
-        adapters_off: contextlib.AbstractContextManager[Any] = contextlib.nullcontext()
-        if reference:
-            if self.lora:
-                adapters_off = self.model.disable_adapter()
-            else:
-                model = self.reference
+        """Log-probs (at ``temperature``), entropies and values of every position in ``batch``.
+
+        The decoder body gives the final hidden states and the log-probs come from them and the LM
+        head in chunks (:func:`~vista_plugin_local.token_logprobs.token_logprobs`), so the
+        ``[tokens x vocabulary]`` logits never exist at once."""
+        model, adapters_off = self.scoring_model(reference)
         self._reset_rope_cache(model)
         inputs: dict[str, Any] = self._model_inputs(batch)
         images = getattr(batch, "images", None)
+        base = base_model(model)
+        targets = batch["input_ids"][:, 1:]
         with adapters_off, self.autocast():
             if self.dedup_vision and images and "pixel_values" in inputs and supports_precomputed(model):
                 del inputs["pixel_values"]
                 inputs["mm_encoder_outputs"] = {"image": self.vision.encoder_outputs(
                     model, images, self.device, shared=not reference)}
-            out = model(**inputs, output_hidden_states=values, use_cache=False)
-        logits = out.logits.float()[:, :-1] / max(temperature, 1e-6)
-        # The same distribution generation samples from: forbidden tokens are suppressed there too.
-        # (A large finite value, not -inf: prompt positions hold such tokens and 0 * -inf is NaN.)
-        logits[..., self.encoder.forbidden_ids] = -1e9
-        log_probs = torch.log_softmax(logits, dim=-1)
-        targets = batch["input_ids"][:, 1:]
-        picked = log_probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-        zeros = torch.zeros_like(picked[:, :1])
-        token_logprobs = torch.cat([zeros, picked], dim=1)
-        token_entropy = None
-        if entropy:
-            ent = -(log_probs.exp() * log_probs).sum(-1)
-            token_entropy = torch.cat([zeros, ent], dim=1)
+            hidden = base.model(**inputs, use_cache=False).last_hidden_state
+            # The same distribution generation samples from: forbidden tokens are suppressed there too.
+            picked, ent = token_logprobs(hidden[:, :-1].reshape(-1, hidden.shape[-1]), base.get_output_embeddings(),
+                                         targets.reshape(-1), temperature, self.encoder.forbidden_ids)
+        zeros = torch.zeros((targets.shape[0], 1), dtype=picked.dtype, device=picked.device)
+        logprobs = torch.cat([zeros, picked.view(targets.shape)], dim=1)
+        token_entropy = torch.cat([zeros, ent.view(targets.shape)], dim=1) if entropy else None
         token_values = None
         if values and self.value_head is not None:
-            hidden = out.hidden_states[-1].float()[:, :-1]
-            token_values = torch.cat([zeros, self.value_head(hidden).squeeze(-1)], dim=1)
-        return Scores(token_logprobs, token_entropy, token_values)
+            token_values = torch.cat([zeros, self.value_head(hidden.float()[:, :-1]).squeeze(-1)], dim=1)
+        return Scores(logprobs, token_entropy, token_values)
 
     # ------------------------------------------------------------------ saving
     def state(self) -> dict[str, Any]:

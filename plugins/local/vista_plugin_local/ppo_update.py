@@ -13,8 +13,10 @@ from typing import Any
 import torch
 
 from vista_plugin_local.advantages import build_advantage_batch
+from vista_plugin_local.config import Layout
 from vista_plugin_local.losses import Denominators, aggregate, clipped_policy_loss, kl_k3, value_loss
 from vista_plugin_local.optim import Optimization
+from vista_plugin_local.packed_forward import row_order, score_rows
 from vista_plugin_local.policy import Policy, micro_batches
 from vista_plugin_local.samples import TrainSample
 from vista_rl.config import AlgorithmSection
@@ -33,32 +35,40 @@ def old_logprobs_are_update_logprobs(algorithm: AlgorithmSection, policy: Policy
 
 @torch.no_grad()
 def score_episodes(policy: Policy, episodes: list[TrainSample], temperature: float, *, reference: bool,
-                   micro_batch_size: int) -> dict[str, torch.Tensor]:
+                   micro_batch_size: int, layout: Layout = "padded") -> dict[str, torch.Tensor]:
     """Rollout-time log-probs (and, with ``reference``, the reference model's; with a value head,
-    values) of every episode, padded to the longest."""
+    values) of every episode, padded to the longest; scored in micro-batches of ``layout``
+    (packed layouts score the loss positions only: every use aggregates under the loss mask)."""
     policy.train(False)
     width = max(len(episode.tokens) for episode in episodes)
     wants_values = policy.value_head is not None
     out: dict[str, list[torch.Tensor]] = {"logprobs": [], "ref_logprobs": [], "values": []}
-    with policy.shared_vision([episode.tokens for episode in episodes], micro_batch_size):
-        for chunk in micro_batches(episodes, micro_batch_size):
-            tensors = policy.collate([episode.tokens for episode in chunk], left_pad=False)
-            scores = policy.score(tensors, temperature, values=wants_values)
+    seqs = [episode.tokens for episode in episodes]
+    order = row_order(policy, seqs, layout)
+    with policy.shared_vision(seqs, micro_batch_size):
+        for chunk in micro_batches(order, micro_batch_size):
+            rows = [seqs[r] for r in chunk]
+            scores, _ = score_rows(policy, rows, temperature, layout=layout, values=wants_values)
             out["logprobs"].append(_pad(scores.logprobs, width))
             if scores.values is not None:
                 out["values"].append(_pad(scores.values, width))
             if reference:
-                ref = policy.score(tensors, temperature, reference=True)
+                ref, _ = score_rows(policy, rows, temperature, layout=layout, reference=True)
                 out["ref_logprobs"].append(_pad(ref.logprobs, width))
-    return {key: torch.cat(parts).cpu() for key, parts in out.items() if parts}
+    back = torch.empty(len(order), dtype=torch.long)
+    back[torch.tensor(order)] = torch.arange(len(order))
+    return {key: torch.cat(parts).cpu()[back] for key, parts in out.items() if parts}
 
 
 class PolicyUpdate:
     """``ppo_epochs`` passes over the step's episodes in ``mini_batches`` optimizer steps each."""
 
     def __init__(self, policy: Policy, optimization: Optimization, algorithm: AlgorithmSection, *,
-                 value_coef: float, micro_batch_size: int, max_grad_norm: float | None) -> None:
+                 value_coef: float, micro_batch_size: int, max_grad_norm: float | None,
+                 layout: Layout = "padded") -> None:
         self.policy = policy
+        #: How micro-batches are scored (:mod:`vista_plugin_local.packed_forward`).
+        self.layout: Layout = layout
         self.optimization = optimization
         self.algorithm = algorithm
         self.value_coef = value_coef
@@ -79,6 +89,8 @@ class PolicyUpdate:
             size = math.ceil(len(episodes) / algorithm.mini_batches)
             for start in range(0, len(order), size):
                 rows = order[start:start + size]
+                # rows that share a prefix go to the same micro-batch (the sum over rows is the same)
+                rows = [rows[i] for i in row_order(self.policy, [episodes[r].tokens for r in rows], self.layout)]
                 mask_all = torch.tensor([sum(episodes[r].tokens.loss_mask) for r in rows], dtype=torch.float32)
                 denom = Denominators(tokens=float(mask_all.sum()), sequences=float(len(rows)))
                 self.optimization.zero_grad()
@@ -106,15 +118,14 @@ class PolicyUpdate:
                     advantages: torch.Tensor, returns: torch.Tensor, temperature: float,
                     denom: Denominators) -> dict[str, float]:
         algorithm, policy = self.algorithm, self.policy
-        tensors = policy.collate([episodes[r].tokens for r in rows], left_pad=False)
-        width = tensors["input_ids"].shape[1]
-        mask = tensors["loss_mask"]
+        scores, mask = score_rows(policy, [episodes[r].tokens for r in rows], temperature, layout=self.layout,
+                                  entropy=True, values=policy.value_head is not None)
+        width = mask.shape[1]
         pick = torch.tensor(rows)
 
         def take(tensor: torch.Tensor) -> torch.Tensor:
             return tensor[pick, :width].to(policy.device)
 
-        scores = policy.score(tensors, temperature, entropy=True, values=policy.value_head is not None)
         # Without an old-log-prob pass the policy has not moved since the rollout: ratio 1.
         old_logprobs = take(old["logprobs"]) if "logprobs" in old else scores.logprobs.detach()
         pg, clipped = clipped_policy_loss(scores.logprobs, old_logprobs, take(advantages),

@@ -24,6 +24,7 @@ from vista_plugin_local.advantages import (
     make_estimator,
     per_turn_advantages,
 )
+from vista_plugin_local.config import update_layout, validate_engine_config
 from vista_plugin_local.metrics import append_jsonl
 from vista_plugin_local.optim import Optimization
 from vista_plugin_local.policy import Policy
@@ -67,9 +68,11 @@ class RLStep:
         self.per_turn = run.rollout.per_turn_sequences
         algorithm = run.algorithm
         self.estimator = make_estimator(algorithm.estimator, algorithm.estimator_params)
+        #: How the update scores its rows: shared prefixes, packed, or padded (engine_config.local).
+        self.layout = update_layout(validate_engine_config(run))
         self.update = PolicyUpdate(policy, optimization, algorithm, value_coef=value_coef,
                                    micro_batch_size=run.trainer.micro_batch_size,
-                                   max_grad_norm=run.trainer.max_grad_norm)
+                                   max_grad_norm=run.trainer.max_grad_norm, layout=self.layout)
 
     def __call__(self, step: int, global_step: int) -> StepResult:
         """RL step ``step`` (0-based) of the run; ``global_step`` (0-based) counts SFT steps too."""
@@ -98,7 +101,7 @@ class RLStep:
         reuse = old_logprobs_are_update_logprobs(self.run.algorithm, self.policy)
         old = {} if reuse else score_episodes(self.policy, episodes, temperature,
                                               reference=self.run.algorithm.kl_coef > 0,
-                                              micro_batch_size=self.run.trainer.micro_batch_size)
+                                              micro_batch_size=self.run.trainer.micro_batch_size, layout=self.layout)
         t_logprob = time.perf_counter() - started
 
         started = time.perf_counter()

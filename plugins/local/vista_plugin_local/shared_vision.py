@@ -40,8 +40,9 @@ def image_key(image: ImageInput) -> str:
     return image.digest
 
 
-def _base(model: Any) -> Any:
-    get_base = getattr(model, "get_base_model", None)  # a PEFT model wraps the transformers one
+def base_model(model: Any) -> Any:
+    """The transformers model inside a PEFT wrapper (its LoRA layers injected), or ``model`` itself."""
+    get_base = getattr(model, "get_base_model", None)
     return get_base() if callable(get_base) else model
 
 
@@ -51,7 +52,7 @@ _TAKES_ENCODER_OUTPUTS: dict[type, bool] = {}
 
 def supports_precomputed(model: Any) -> bool:
     """Whether ``model``'s forward takes precomputed image features (transformers >= 5 VLMs)."""
-    model_class = type(_base(model))
+    model_class = type(base_model(model))
     if model_class not in _TAKES_ENCODER_OUTPUTS:
         try:
             parameters = inspect.signature(model_class.forward).parameters
