@@ -28,6 +28,7 @@ from vista_plugin_envserver.observe_limits import (
     response_bytes,
 )
 from vista_plugin_envserver.server import BackgroundServer
+from vista_plugin_grounding.coords import format_bonus
 
 import vista_rl
 from vista_rl import Env, Observation, StepResult, ToolCallRecord
@@ -283,17 +284,18 @@ def _oracle_reward(url: str, seed: int) -> float:
     return trajectory.total_reward
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "issue 33, env side: zoom-spot's image budget (max_images 3) still lets two distinct in-image zooms "
-    "count, format 1 + 0.2 = 1.2, reward 1.08 against the oracle's one-zoom 1.00; the server side holds "
-    "(was 960.9 with the old server and env, 21.4 with the new server and the old env). Remove this mark "
-    "when the env side closes the gap."))
-def test_12000_observed_points_never_beat_the_oracle_and_the_step_stays_fast() -> None:
+def test_12000_observed_points_never_beat_an_honest_episode_and_the_step_stays_fast() -> None:
     """12,000 distinct zoom points (10 px apart, on the image and off it) over a few ``/observe``
-    requests, then the oracle's answer: the reward is never above the oracle's own episode, and
-    ``/step`` takes under 0.1 s (the fastest of three sessions, so a loaded machine does not fail
-    it).  Needs both sides of issue 33: the server's caps and the env's (the grounded bonus capped,
-    errored and off-image calls ignored, unique points counted in linear time)."""
+    requests, then the oracle's answer: the reward is never above what an honest episode can earn
+    under the env's stated rule, and ``/step`` takes under 0.1 s (the fastest of three sessions, so a
+    loaded machine does not fail it).  Needs both sides of issue 33: the server's caps and the env's
+    (the grounded bonus capped, errored, over-budget and off-image calls ignored, unique points
+    counted in linear time).
+
+    The ceiling is not the oracle's own episode: ViGoRL's multi-turn rule pays +0.2 format per
+    distinct zoom beyond the first, so an honest policy that zooms at two places within zoom-spot's
+    image budget (3 images: the view and two zooms) earns 1.08 to the one-zoom oracle's 1.00.  The
+    spam must earn no more than that (it earned 960.9 before the fix)."""
     points = [(10 * i, 10 * j) for i in range(120) for j in range(100)]
     seeds = [0, 3, 5]
     with BackgroundServer(ServerSettings(env_ids=[SPOT])) as server:
@@ -317,5 +319,9 @@ def test_12000_observed_points_never_beat_the_oracle_and_the_step_stays_fast() -
             seconds.append(time.perf_counter() - started)
             assert isinstance(result, StepResult) and result.terminated
             rewards.append(result.reward)
-    assert max(rewards) <= oracle + 1e-9, f"spam earned {max(rewards):.2f}, the oracle {oracle:.2f}"
+    config = vista_rl.make_env(SPOT).config
+    distinct_zooms = min(config.max_images - 1, config.bonus_points)
+    honest_best = config.correct_reward + config.coordinate_reward * format_bonus(distinct_zooms, config.bonus_points)
+    assert oracle <= honest_best + 1e-9
+    assert max(rewards) <= honest_best + 1e-9, f"spam earned {max(rewards):.2f}, an honest episode at most {honest_best:.2f}"
     assert min(seconds) < 0.1, f"/step took {min(seconds):.2f} s"
