@@ -34,19 +34,27 @@ if [ ! -f "$STAMP" ]; then
     echo "verl: $VERL_SPEC did not install; trying $VERL_FALLBACK_SPEC" >&2
     pip_install "$VERL_FALLBACK_SPEC" "torch==2.13.0"
   fi
-  # verl does not declare cachetools/uvicorn/fastapi, which its agent loop imports.
-  pip_install cachetools uvicorn fastapi "torch==2.13.0"
   # Core and the SDK, not every plugin: some plugins' pins conflict with verl's (the local engine,
   # vista-plugin-local, needs transformers>=5.16; `.[dev]` is torch-free and pulls no engine).
   pip_install -e ".[dev]" -e sdk "torch==2.13.0"
-  # The verl plugin (+ oddshape, an image env for its tests; torchvision for the Qwen2.5-VL processor).
-  pip_install -e plugins/verl -e plugins/oddshape "torch==2.13.0"
+  # The verl plugin with its [verl] extra, as docs/cluster.md installs it (TransferQueue for verl's default
+  # trainer; cachetools/uvicorn/fastapi, which verl's agent loop imports without declaring them), + oddshape,
+  # an image env for its tests (torchvision for the Qwen2.5-VL processor).
+  pip_install -e "plugins/verl[verl]" -e plugins/oddshape "torch==2.13.0"
+  # TransferQueue's wheel also ships top-level tests/recipe/scripts/tutorial folders; they would shadow
+  # this repository's tests package, so only transfer_queue is kept.
+  SITE=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  for folder in tests recipe scripts tutorial; do
+    if [ -d "$SITE/$folder" ] && grep -qs "^$folder/" "$SITE"/transferqueue-*.dist-info/RECORD; then
+      rm -rf "${SITE:?}/$folder"
+    fi
+  done
   # The tool env the parity test runs through verl's agent-loop worker (visual_search/zoom-small-v0,
   # its crop_zoom tool) and what it depends on.
   pip_install -e plugins/judges -e plugins/datasets -e plugins/vqa -e plugins/tools -e plugins/visual_search \
     "torch==2.13.0"
   VENV="$VENV" bash scripts/setup.d/torchvision.sh
-  "$VENV/bin/python" -c "import verl.trainer.ppo.core_algos, vista_rl, vista_rl_sdk, vista_plugin_visual_search" >/dev/null
+  "$VENV/bin/python" -c "import verl.trainer.ppo.core_algos, transfer_queue, vista_rl, vista_rl_sdk, vista_plugin_visual_search" >/dev/null
   rm -f "$VENV"/.vista-verl-*
   touch "$STAMP"
   echo "verl: environment ready ($("$VENV/bin/python" -c 'import verl; print(verl.__version__)'))"

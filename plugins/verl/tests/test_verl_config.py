@@ -103,10 +103,10 @@ def test_verl_section_is_strict() -> None:
 
 
 @pytest.mark.parametrize(("overrides", "key", "fix"), [
-    (["rollout.window_size=0"], "rollout.window_size", "set rollout.window_size: null"),
-    (["rollout.window_size=2"], "rollout.window_size", "set rollout.window_size: null"),
-    (["rollout.sequences=turn"], "rollout.sequences", "set rollout.sequences: auto"),
-    (["rollout.max_context_tokens=512"], "rollout.max_context_tokens", "set rollout.max_context_tokens: null"),
+    (["rollout.window_size=2"], "rollout.window_size", "set rollout.sequences: turn"),
+    (["rollout.window_size=0"], "algorithm.estimator", "use an estimator without a critic"),  # BASE: bilevel_gae
+    (["rollout.sequences=turn", "engine_config.verl.overrides=[trainer.use_v1=false]"], "rollout.sequences",
+     "agent_loop.py:_run_agent_loop"),
     (["sft.steps=10"], "sft.steps", "set model.path: RUN_DIR/models/sft and sft.steps: 0"),
     (["model.config={dtype: bfloat16}"], "model.config", "set model.config: {}"),
     (["engine_config.local.image_size=28"], "engine_config.local.image_size", "remove it"),
@@ -119,20 +119,17 @@ def test_what_verl_would_train_differently_is_refused(overrides: list[str], key:
     assert f"\n  {key}: " in message and fix in message
 
 
-def test_a_reply_cap_verl_does_not_apply_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    """verl caps a reply only at the episode's budget unless the rows carry rollout.sampling to the loop."""
-    import vista_plugin_verl.dataset as dataset
+def test_per_turn_rows_and_reply_limits_are_trained_not_refused() -> None:
+    """Per-turn sequences become per-turn rows on verl's v1 trainer; each reply's max_tokens and stop
+    and the token budget travel in the rows to the loop (dataset.TURN_KEYS)."""
+    from vista_plugin_verl.dataset import TURN_KEYS
 
-    monkeypatch.setattr(dataset, "TURN_KEYS", tuple(key for key in dataset.TURN_KEYS if key != "sampling"))
-    with pytest.raises(ConfigError, match=r"rollout\.sampling\.max_tokens: .*set rollout\.sampling\.max_tokens: 2400$"):
-        check_neutral(_run("rollout.sampling.max_tokens=4"))  # three turns: only the reply cap can match
-    with pytest.raises(ConfigError, match=r"max_response_length: 4 \(the same cap for a one-turn env\)"):
-        check_neutral(_run("rollout.sampling.max_tokens=4", "rollout.max_turns=1"))
-    with pytest.raises(ConfigError, match=r"rollout\.sampling\.stop: "):
-        check_neutral(_run("rollout.sampling.stop=[</answer>]"))
-    assert check_neutral(_run("rollout.sampling.max_tokens=64", "engine_config.verl.cluster.max_response_length=64")) == []
-    monkeypatch.setattr(dataset, "TURN_KEYS", (*dataset.TURN_KEYS, "sampling"))
-    assert check_neutral(_run("rollout.sampling.max_tokens=4", "rollout.sampling.stop=[</answer>]")) == []
+    assert {"sampling", "window_size", "sequences", "max_context_tokens"} <= set(TURN_KEYS)
+    run = _run("algorithm.estimator=grpo", "algorithm.estimator_params={}", "rollout.window_size=0",
+               "algorithm.turn_credit=state", "rollout.sampling.max_tokens=4", "rollout.sampling.stop=[</answer>]",
+               "rollout.max_context_tokens=512")
+    assert check_neutral(run) == []
+    assert _overrides(run)["+algorithm.vista_turn_credit"] == "state"
 
 
 def test_loggers_map_onto_verls_and_the_rest_is_a_warning() -> None:
@@ -141,6 +138,76 @@ def test_loggers_map_onto_verls_and_the_rest_is_a_warning() -> None:
     assert got["+ray_kwargs.ray_init.runtime_env.env_vars.TENSORBOARD_DIR"].endswith("runs/x/tensorboard")
     (warning,) = check_neutral(_run("trainer.loggers=[jsonl, no_such_tracker]"))
     assert warning.startswith("trainer.loggers: verl has no no_such_tracker logger")
+
+
+ENV = "+ray_kwargs.ray_init.runtime_env.env_vars."
+
+
+def test_each_loggers_options_reach_verls_tracking() -> None:
+    """A wandb project is verl's project_name (it was always 'vista'); the rest goes where
+    verl/utils/tracking.py reads it; wandb stays offline by default, as the local logger is."""
+    got = _overrides(_run("trainer.loggers=[{id: wandb, project: p, entity: team, name: run-1, group: g, "
+                          "tags: [a, b]}, {id: tensorboard, log_dir: tb}, {id: mlflow, experiment: p, "
+                          "tracking_uri: 'http://127.0.0.1:5000'}]"))
+    assert (got["trainer.project_name"], got["trainer.experiment_name"]) == ("p", "run-1")
+    assert got["trainer.logger"] == "[console,wandb,tensorboard,mlflow]"
+    assert (got[ENV + "WANDB_ENTITY"], got[ENV + "WANDB_RUN_GROUP"], got[ENV + "WANDB_TAGS"]) == ("team", "g", "'a,b'")
+    assert got[ENV + "WANDB_MODE"] == "offline" and got[ENV + "WANDB_DIR"].endswith("runs/x")
+    assert got[ENV + "TENSORBOARD_DIR"].endswith("runs/x/tb")
+    assert got[ENV + "MLFLOW_TRACKING_URI"] == "http://127.0.0.1:5000"
+    default = _overrides(_run("trainer.loggers=[mlflow]"))
+    assert default["trainer.project_name"] == "vista" and default[ENV + "MLFLOW_TRACKING_URI"].endswith("runs/x/mlruns")
+    assert _overrides(_run("trainer.loggers=[{id: wandb, mode: online}]"))[ENV + "WANDB_MODE"] == "online"
+
+
+@pytest.mark.parametrize(("loggers", "message"), [
+    ("[{id: wandb, project: a}, {id: mlflow, experiment: b}]", r"trainer\.loggers\[1\]\.experiment: verl gives"),
+    ("[{id: mlflow, tags: {k: v}}]", r"trainer\.loggers\[0\]\.tags: verl's mlflow logger has no setting"),
+    ("[{id: wandb, projet: a}]", r"trainer\.loggers\[0\]\.projet: "),
+    ("[{id: wandb, mode: shared}]", r"trainer\.loggers\[0\]\.mode: "),
+])
+def test_a_logger_option_verl_cannot_honour_is_refused_by_name(loggers: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        check_neutral(_run(f"trainer.loggers={loggers}"))
+
+
+def test_without_flash_attn_the_workers_get_sdpa_unless_the_overrides_say_otherwise() -> None:
+    """verl builds models with flash_attention_2 (verl/workers/config/model.py:185); verl[vllm] lacks it."""
+    run = _run()
+    with_flash = _overrides(run)
+    assert "actor_rollout_ref.model.use_remove_padding" not in with_flash
+    pairs = compose_overrides(run, engine_config(run), "t", "v", flash_attn=False)
+    for model in ("actor_rollout_ref.model", "critic.model"):  # BASE trains a critic
+        assert f"{model}.use_remove_padding=false" in pairs
+        assert f"+{model}.override_config.attn_implementation=sdpa" in pairs
+    own = _run("engine_config.verl.overrides=[actor_rollout_ref.model.use_remove_padding=true]")
+    pairs = compose_overrides(own, engine_config(own), "t", "v", flash_attn=False)
+    assert "actor_rollout_ref.model.use_remove_padding=false" not in pairs and pairs[-1].endswith("=true")
+
+
+def test_the_dry_run_says_when_flash_attn_is_missing(monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
+                                                     tiny_model_dir: Any) -> None:
+    from vista_plugin_verl import attention
+
+    run = _run(f"output_dir={tmp_path / 'run'}", f"model.path={tiny_model_dir}")
+    monkeypatch.setattr(attention, "flash_attn_installed", lambda python: False)
+    plan = vista_rl.make_engine("verl", run=run).validate()
+    assert any(w.startswith("flash-attn is not installed") for w in plan.warnings)
+    assert "+actor_rollout_ref.model.override_config.attn_implementation=sdpa" in plan.details
+    monkeypatch.setattr(attention, "flash_attn_installed", lambda python: True)
+    assert "attn_implementation=sdpa" not in vista_rl.make_engine("verl", run=run).validate().details
+
+
+def test_a_launch_without_verl_says_what_to_install(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """Not ModuleNotFoundError: No module named 'omegaconf' (issue 35)."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "verl" else real(name, *a))
+    engine = vista_rl.make_engine("verl", run=_run(f"output_dir={tmp_path / 'run'}"))
+    with pytest.raises(ConfigError, match=r"needs verl installed .*pip install -e 'plugins/verl\[verl\]'"):
+        engine.run()
+    assert not (tmp_path / "run").exists()
 
 
 def test_validate_writes_nothing_and_resumes_from_verls_last_checkpoint(tmp_path: Any, tiny_model_dir: Any) -> None:
@@ -180,12 +247,12 @@ def test_the_readme_recipe_validates(tmp_path: Any, tiny_model_dir: Any) -> None
 #: Every example config and what the verl engine refuses in it (the local main job's configs SFT first,
 #: show the map at 28x28 and, most, train one sequence per turn): each either maps exactly or is refused.
 EXAMPLES_REFUSED = {
-    "frozenlake_grpo": {"rollout.window_size", "sft.steps", "engine_config.local.image_size"},
+    "frozenlake_grpo": {"sft.steps", "engine_config.local.image_size"},
     "frozenlake_bilevel_ppo": {"sft.steps", "engine_config.local.image_size"},
     "frozenlake_worldmodel": {"sft.steps", "engine_config.local.image_size"},
-    "grounded_zoom": {"rollout.window_size", "sft.steps"},
+    "grounded_zoom": {"sft.steps"},
     "svg_grpo": {"sft.steps"},
-    "visual_search_tools": {"rollout.window_size", "sft.steps"},
+    "visual_search_tools": {"sft.steps"},
 }
 
 
@@ -201,16 +268,14 @@ def _example(name: str, *overrides: str) -> RunConfig:
 def test_every_example_config_maps_exactly_or_is_refused() -> None:
     from pathlib import Path
 
-    from vista_plugin_verl.config import loop_applies_sampling, trains_differently
+    from vista_plugin_verl.config import trains_differently
 
     names = sorted(path.stem for path in (Path(__file__).resolve().parents[3] / "examples").glob("*.yaml"))
     assert names == sorted(EXAMPLES_REFUSED), "a new example config: add what verl refuses in it"
     for name in names:
         run = _example(name)
         refused = {message.split(":", 1)[0] for message in trains_differently(run, engine_config(run))}
-        capped = run.rollout.sampling.max_tokens < engine_config(run).cluster.max_response_length
-        expected = EXAMPLES_REFUSED[name] | ({"rollout.sampling.max_tokens"} if capped and not loop_applies_sampling() else set())
-        assert refused == expected, name
+        assert refused == EXAMPLES_REFUSED[name], name
 
 
 @pytest.mark.parametrize("example", ["frozenlake_grpo", "frozenlake_bilevel_ppo"])
@@ -220,12 +285,8 @@ def test_the_example_configs_validate_for_verl_with_the_named_changes(example: s
     are valid verl runs; where verl is installed (scripts/test.d/verl.sh), through verl's own loader."""
     import importlib.util
 
-    from vista_plugin_verl.config import loop_applies_sampling
-
-    changes = ["rollout.window_size=null", "sft.steps=0", "engine_config.local.image_size=null",
+    changes = ["sft.steps=0", "engine_config.local.image_size=null",
                "env.config.tile_size=7"]  # 7 px a cell: the 4x4 map rendered at 28x28, as the local engine shows it
-    if not loop_applies_sampling():
-        changes.append("rollout.sampling.max_tokens=2400")
     run = _example(example, f"model.path={tiny_model_dir}", f"output_dir={tmp_path / 'run'}", *changes)
     if run.env.id not in vista_rl.host().registry("envs").ids():  # the verl venv has no frozenlake plugin
         run = run.model_copy(update={"env": run.env.model_copy(update={"id": "oddshape/odd-colour-v0", "config": {}})})
@@ -233,7 +294,7 @@ def test_the_example_configs_validate_for_verl_with_the_named_changes(example: s
         check_neutral(_example(example))
     plan = vista_rl.make_engine("verl", run=run).validate()
     verl_here = importlib.util.find_spec("verl") is not None
-    assert any("not installed" in warning for warning in plan.warnings) is not verl_here
+    assert any(warning.startswith("verl is not installed") for warning in plan.warnings) is not verl_here
     if verl_here:
         assert f"adv_estimator: vista_{run.algorithm.estimator}" in plan.details  # verl's composed config
     assert not (tmp_path / "run").exists()

@@ -194,7 +194,9 @@ def assert_parity(processor: Any, batch: DataProto, verl_output: Any, verl_traje
     assert prompt_len == view.prompt_length
     assert batch.batch["prompts"][0][-prompt_len:].tolist() == view.input_ids[:view.prompt_length]
     response_len = int(attention[prompt_width:].sum())
-    assert batch.batch["response_mask"][0][:response_len].tolist() == view.loss_mask[view.prompt_length:]
+    # a failed episode is left out of the update, as the local engine leaves it out: no token trained
+    trained = [0] * (len(view.loss_mask) - view.prompt_length) if engine.failure else view.loss_mask[view.prompt_length:]
+    assert batch.batch["response_mask"][0][:response_len].tolist() == trained
     assert verl_output.response_logprobs == view.logprobs[view.prompt_length:]
     # images in placeholder order; verl's multi_modal_inputs hold one grid per image
     images = verl_output.multi_modal_data.get("images", [])
@@ -327,16 +329,74 @@ def test_tool_timeout_matches_the_engine(processor, worker, captured, vista_plug
     assert engine.failure == "tool hang timed out after 0.3s"
 
 
-@pytest.mark.parametrize("window_size", [0, 2])
-def test_a_context_window_is_refused_not_trained_differently(worker, window_size: int) -> None:  # type: ignore[no-untyped-def]
-    """verl returns one sequence per episode: a row asking for a window fails loudly, naming the key."""
-    rollout = RolloutSection(window_size=window_size)
+def test_a_window_with_whole_episode_sequences_is_refused(worker) -> None:  # type: ignore[no-untyped-def]
+    """window_size 2 with sequences auto (one sequence per episode): a concatenation the model never
+    saw; the row fails loudly, naming the key, before any generation."""
+    rollout = RolloutSection(window_size=2)
     (row,) = env_rows(ZOOM_ENV, {}, [0], "train", 3, rollout=rollout.model_dump())
-    assert json.loads(row["extra_info"]["rollout"])["window_size"] == window_size
+    assert json.loads(row["extra_info"]["rollout"])["window_size"] == 2
     with pytest.raises(ValueError, match=r"rollout\.window_size") as refused:
         through_verl(worker, [], ZOOM_ENV, 0, rollout, 3)
     assert refused.value.args[0] == agent_loop.WINDOW_REFUSAL
-    assert worker.server.calls == []  # refused before any generation
+    assert worker.server.calls == []
+
+
+@pytest.mark.parametrize("rollout", [RolloutSection(window_size=0),
+                                     RolloutSection(window_size=1, sequences="turn"),
+                                     RolloutSection(sequences="turn", reflection=True, reflection_attempts=2)])
+def test_per_turn_rows_are_the_engines_turn_views(processor, worker, zoom_env, monkeypatch,  # type: ignore[no-untyped-def]
+                                                  rollout: RolloutSection) -> None:
+    """Per-turn sequences: one AgentLoopOutput per turn, each exactly a local per-turn sample
+    (``Trajectory.turn_views``: the windowed context the model answered, then its reply), with that
+    turn's reward and index; verl's own post-processing turns each into a padded row."""
+    rows: list[Any] = []
+    original = worker.worker._agent_loop_postprocess
+
+    async def record(output: Any, validate: bool, **kwargs: Any) -> Any:
+        outputs = output if isinstance(output, list) else [output]
+        rows.extend(outputs)
+        for each in outputs:  # every row is one verl's post-processing accepts
+            processed = await original(each, validate, **kwargs)
+        return processed  # the legacy worker stacks one output per sample; the v1 worker takes the list
+
+    monkeypatch.setattr(worker.worker, "_agent_loop_postprocess", record)
+    zoom = '<tool_call>{"name": "crop_zoom", "arguments": {"coordinate": [28, 28]}}</tool_call>'
+    texts = [zoom, "<answer>red</answer>", zoom, "<answer>green</answer>"]
+    script = [scripted_ids(processor.tokenizer, text) for text in texts]
+    rollout = rollout.model_copy(update={"max_turns": 4})
+    engine = through_the_engine(processor, script, zoom_env, 3, rollout)
+    through_verl(worker, script, zoom_env, 3, rollout, 4)
+    views = engine.turn_views
+    assert engine.failure is None and len(views) == len(rows) == engine.num_turns >= 2
+    for index, (row, view) in enumerate(zip(rows, views, strict=True)):
+        assert row.prompt_ids + row.response_ids == view.input_ids
+        assert [0] * len(row.prompt_ids) + row.response_mask == view.loss_mask
+        assert row.response_logprobs == view.logprobs[len(row.prompt_ids):]
+        images = row.multi_modal_data.get("images", [])
+        assert [im.tobytes() for im in images] == [im.convert("RGB").tobytes() for im in view.images]
+        assert row.extra_fields["vista_turn"] == index and row.extra_fields["vista_turns"] == len(rows)
+        assert row.extra_fields["vista_turn_reward"] == sum(view.turn_rewards) == engine.turns[index].reward
+        assert row.extra_fields["vista_failure"] is None
+    assert rows[-1].reward_score == sum(turn.reward for turn in engine.turns)
+    if rollout.window_size == 0:  # the answer turn sees the zoom alone, not the view before it
+        assert len(rows[1].multi_modal_data["images"]) == 1
+    assert len({row.extra_fields["vista_state"] for row in rows}) == len(rows)
+
+
+def test_a_failed_episodes_turn_rows_train_nothing(processor, worker, monkeypatch, vista_plugin) -> None:  # type: ignore[no-untyped-def]
+    vista_plugin(SimpleNamespace(register_envs=vista_rl.hookimpl(lambda register: register("parity/crash-v0", Crashes))))
+    rows: list[Any] = []
+    original = worker.worker._agent_loop_postprocess
+
+    async def record(output: Any, validate: bool, **kwargs: Any) -> Any:
+        rows.extend(output)
+        return await original(output[-1], validate, **kwargs)
+
+    monkeypatch.setattr(worker.worker, "_agent_loop_postprocess", record)
+    script = [scripted_ids(processor.tokenizer, text) for text in ["<answer>blue</answer>", "red"]]
+    through_verl(worker, script, "parity/crash-v0", 1, RolloutSection(window_size=0), 3)
+    assert len(rows) == 2 and all(set(row.response_mask) == {0} for row in rows)
+    assert rows[0].extra_fields["vista_failure"] == "env.step() raised RuntimeError: env exploded"
 
 
 def test_replies_keep_special_answer_tokens(processor) -> None:  # type: ignore[no-untyped-def]
@@ -356,7 +416,31 @@ def test_rows_carry_every_rollout_key_the_driver_reads() -> None:
     driver reads comes back equal (describe_tools was missing before, so verl's prompt lacked the
     tool schemas)."""
     rollout = RolloutSection(describe_tools=False, env_timeout_s=7.0, tool_timeout_s=3.0, reflection=True,
-                             reflection_attempts=3, tool_response_role="tool", max_turns=9)
+                             reflection_attempts=3, tool_response_role="tool", max_turns=9, window_size=0,
+                             max_context_tokens=900, sampling={"max_tokens": 17, "stop": ["</answer>"]})
     (row,) = env_rows(ZOOM_ENV, {}, [0], "train", 4, rollout=rollout.model_dump())
     settings = agent_loop.settings_from_row(row["extra_info"], default_max_turns=5)
     assert settings.model_dump() == rollout.model_copy(update={"max_turns": 4}).model_dump()
+
+
+def test_each_reply_gets_the_runs_cap_and_stop_strings(processor, worker, zoom_env) -> None:  # type: ignore[no-untyped-def]
+    """rollout.sampling.max_tokens and stop reach verl's server on every turn (vllm_async_server.py:602
+    reads max_tokens from the request; stop goes to vLLM's SamplingParams), within the row's budget."""
+    params: list[dict[str, Any]] = []
+    original = ScriptedServerStandIn.generate
+
+    async def recording(self: Any, request_id: str, **kwargs: Any) -> TokenOutput:
+        params.append(dict(kwargs["sampling_params"]))
+        return await original(self, request_id, **kwargs)
+
+    rollout = RolloutSection(sampling={"max_tokens": 9, "stop": ["</answer>"]})
+    zoom = '<tool_call>{"name": "crop_zoom", "arguments": {"coordinate": [28, 28]}}</tool_call>'
+    script = [scripted_ids(processor.tokenizer, text) for text in [zoom, "<answer>green</answer>"]]
+    try:
+        ScriptedServerStandIn.generate = recording  # type: ignore[method-assign]
+        through_verl(worker, script, zoom_env, 3, rollout, 2)
+    finally:
+        ScriptedServerStandIn.generate = original  # type: ignore[method-assign]
+    assert len(params) == 2
+    assert all(p["max_tokens"] == 9 and p["stop"] == ["</answer>"] for p in params)
+    assert agent_loop.reply_params({"temperature": 1.0}, rollout, budget=4)["max_tokens"] == 4

@@ -16,10 +16,22 @@ Continuous Token builder (mask 1 on generated tokens, 0 on observations) and ver
                                                                                        v
                                                                                   TERMINATED
 
-verl's agent loop returns one output (one training sequence) per sample, so a config whose context
-window drops history (``rollout.window_size``) or asks for one sequence per turn cannot be trained
-as the local engine trains it: the loop refuses such a row (:data:`WINDOW_REFUSAL`) rather than
-train a different algorithm; ``vista train --engine verl --dry-run`` refuses the config first.
+Whole conversations (``rollout.sequences`` episode) come back as one ``AgentLoopOutput``: the turns
+merged with mask 1 on replies, 0 on observations.  Per-turn sequences (``rollout.sequences: turn``,
+or ``window_size: 0``) come back as a list, one output per turn: its prompt exactly the (windowed)
+context the model answered, its response that turn's reply, as the local engine's per-turn samples
+(``Trajectory.turn_views``).  verl's v1 trainer stores each as its own row keyed
+``{uid}_{session}_{turn}`` (``verl/trainer/ppo/v1/agent_loop_tq.py:150-226``); each carries its
+turn's reward and index in ``extra_fields`` and the advantage bridge (``estimators``) groups them by
+session as the local engine does.  A context window with whole-episode sequences (``window_size``
+above 0, ``sequences`` auto) is one concatenated sequence the model never saw as such; the loop
+refuses it (:data:`WINDOW_REFUSAL`) and the dry run refuses the config first.
+
+A failed episode (env, tool or model error) is left out of the update as the local engine leaves it
+out: its rows carry ``vista_failure`` and an all-zero ``response_mask`` (no token trained).
+
+Each reply is capped at ``rollout.sampling.max_tokens`` (and the episode's remaining response budget)
+and stopped at ``rollout.sampling.stop``: both go into every generate call's sampling params.
 
 Env and tool calls run on a per-process :class:`~vista_rl.rollout.workers.CallPool` (with the run's
 timeouts), waited on from an executor thread so a slow env never blocks the event loop serving
@@ -31,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import hashlib
 import json
 import threading
 import time
@@ -50,10 +63,9 @@ from vista_rl.rollout import CallPool, EpisodeDriver, EpisodeSpec, make_env_tool
 DEFAULT_MAX_TURNS = 5
 POOL_WORKERS = 64
 
-WINDOW_REFUSAL = ("rollout.window_size / rollout.sequences: verl's agent loop returns one training sequence per "
-                  "episode, so a context window or per-turn sequences cannot be trained as the local engine trains "
-                  "them; set rollout.window_size to null and rollout.sequences to 'episode' (or 'auto'), or train "
-                  "with --engine local")
+WINDOW_REFUSAL = ("rollout.window_size: a context window with one sequence per episode concatenates turns the "
+                  "model never saw together; set rollout.sequences: turn (one row per turn, each with the exact "
+                  "context it answered) or rollout.window_size: null")
 
 
 class Phase(enum.Enum):
@@ -110,11 +122,24 @@ def finish_reason(token_ids: list[int], stop_reason: str | None, end_ids: set[in
 
 
 @dataclass
+class TurnRow:
+    """One turn as its own training row: the exact context, the images in it, and the reply."""
+
+    prompt_ids: list[int]
+    images: list[Image.Image]
+    response_ids: list[int]
+    logprobs: list[float] | None
+
+
+@dataclass
 class LoopState:
     """One sample's tokens as verl sees them, next to the episode driver."""
 
     driver: EpisodeDriver
     request_id: str
+    settings: RolloutSection
+    per_turn: bool = False
+    rows: list[TurnRow] = field(default_factory=list)
     messages: list[dict[str, Any]] = field(default_factory=list)
     token_ids: list[int] = field(default_factory=list)
     response_mask: list[int] = field(default_factory=list)
@@ -133,9 +158,19 @@ def settings_from_row(extra: dict[str, Any], default_max_turns: int) -> RolloutS
     data = dict(json.loads(raw) if isinstance(raw, str) else raw)
     data["max_turns"] = int(extra.get("max_turns") or data.get("max_turns") or default_max_turns)
     settings = RolloutSection(**data)
-    if settings.window_size is not None or settings.per_turn_sequences:
+    if settings.window_size is not None and not settings.per_turn_sequences:
         raise ValueError(WINDOW_REFUSAL)
     return settings
+
+
+def reply_params(sampling_params: dict[str, Any], settings: RolloutSection, budget: int) -> dict[str, Any]:
+    """verl's sampling params for one reply: the run's per-reply cap (``rollout.sampling.max_tokens``,
+    within ``budget``, the tokens the row still has room for) and stop strings."""
+    params = dict(sampling_params)
+    params["max_tokens"] = max(1, min(settings.sampling.max_tokens, budget))
+    if settings.sampling.stop:
+        params["stop"] = list(settings.sampling.stop)
+    return params
 
 
 @register(AGENT_NAME)
@@ -180,13 +215,14 @@ class VistaAgentLoop(AgentLoopBase):
         return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
 
     # ------------------------------------------------------------------------ run
-    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput | list[AgentLoopOutput]:
         extra = dict(kwargs.get("extra_info") or {})
         raw_config = extra.get("env_config") or {}
         spec = EpisodeSpec(env_id=str(extra.get("env_id") or kwargs.get("env_id")), seed=extra.get("seed"),
                            env_config=dict(json.loads(raw_config) if isinstance(raw_config, str) else raw_config))
         settings = settings_from_row(extra, self.default_max_turns)
-        state = LoopState(EpisodeDriver(spec, settings, end_tokens=set(self.end_ids)), uuid.uuid4().hex)
+        driver = EpisodeDriver(spec, settings, end_tokens=set(self.end_ids), stop_strings=bool(settings.sampling.stop))
+        state = LoopState(driver, uuid.uuid4().hex, settings, per_turn=settings.per_turn_sequences)
         phase = Phase.PENDING
         try:
             while phase is not Phase.TERMINATED:
@@ -198,6 +234,8 @@ class VistaAgentLoop(AgentLoopBase):
                     phase = await self._processing(state)
         finally:
             self.last_trajectory = await self._in_thread(state.driver.finish)
+        if state.per_turn:
+            return turn_outputs(state, self.last_trajectory, self.response_length)
         return self._output(state, self.last_trajectory)
 
     async def _pending(self, state: LoopState, settings: RolloutSection) -> Phase:
@@ -218,10 +256,21 @@ class VistaAgentLoop(AgentLoopBase):
         """One reply from verl's server, merged as generated tokens (mask 1)."""
         started = time.perf_counter()
         prompt_ids = list(state.token_ids)
+        budget = self.response_length - (0 if state.per_turn else len(state.response_mask))
         output = await self.server_manager.generate(
-            request_id=state.request_id, prompt_ids=prompt_ids, sampling_params=sampling_params,
+            request_id=state.request_id, prompt_ids=prompt_ids,
+            sampling_params=reply_params(sampling_params, state.settings, budget),
             image_data=list(state.images) or None)
         state.metrics["generate_sequences"] += time.perf_counter() - started
+        token_ids = list(output.token_ids)
+        state.generation = Generation(
+            text=reply_text(self.tokenizer, token_ids, self.end_ids), token_ids=token_ids,
+            logprobs=list(output.log_probs) if output.log_probs else None, prompt_token_ids=prompt_ids,
+            finish_reason=finish_reason(token_ids, output.stop_reason, self.end_ids))
+        if state.per_turn:
+            state.rows.append(TurnRow(prompt_ids, list(state.images), token_ids[:self.response_length],
+                                      list(output.log_probs)[:self.response_length] if output.log_probs else None))
+            return Phase.PROCESSING
         if state.logprobs is None and output.log_probs and not state.response_mask:
             state.logprobs = []  # logprobs are on from the first turn (verl keeps them aligned)
         merged, mask, logprobs = await self.ct_merge_assistant_token(
@@ -231,11 +280,6 @@ class VistaAgentLoop(AgentLoopBase):
         if logprobs is not None:
             state.logprobs = logprobs
         state.turn_ends.append(max(i for i, bit in enumerate(mask) if bit))
-        token_ids = list(output.token_ids)
-        state.generation = Generation(
-            text=reply_text(self.tokenizer, token_ids, self.end_ids), token_ids=token_ids,
-            logprobs=list(output.log_probs) if output.log_probs else None, prompt_token_ids=prompt_ids,
-            finish_reason=finish_reason(token_ids, output.stop_reason, self.end_ids))
         return Phase.PROCESSING
 
     async def _processing(self, state: LoopState) -> Phase:
@@ -249,6 +293,8 @@ class VistaAgentLoop(AgentLoopBase):
             state.metrics["tool_calls"] += time.perf_counter() - started
         if driver.done:
             return Phase.TERMINATED
+        if state.per_turn:  # the next turn's own context, windowed as the local engine windows it
+            return await self._next_context(state)
         if len(state.response_mask) >= self.response_length:
             driver.end("response_length")
             return Phase.TERMINATED
@@ -267,15 +313,23 @@ class VistaAgentLoop(AgentLoopBase):
         state.messages, state.chat = updated, chat
         return Phase.GENERATING
 
+    async def _next_context(self, state: LoopState) -> Phase:
+        """Per-turn rows: the context of the next turn, built afresh (a window drops older turns)."""
+        state.chat = state.driver.chat()
+        state.messages = hf_messages(state.chat)
+        state.images = [image for message in state.messages for image in _images_of(message)]
+        state.token_ids = await self.ct_build_initial_tokens(state.messages, images=state.images or None)
+        return Phase.GENERATING
+
     # --------------------------------------------------------------------- output
     def _output(self, state: LoopState, trajectory: Trajectory) -> AgentLoopOutput:
         limit, start = self.response_length, state.prompt_length
         turn_scores = [turn.reward for turn in trajectory.turns]
-        metadata = trajectory.metadata
+        mask = state.response_mask[:limit]
         return AgentLoopOutput(
             prompt_ids=state.token_ids[:start],
             response_ids=state.token_ids[start:][:limit],
-            response_mask=state.response_mask[:limit],
+            response_mask=[0] * len(mask) if trajectory.failure else mask,  # a failed episode trains nothing
             response_logprobs=state.logprobs[:limit] if state.logprobs is not None else None,
             multi_modal_data={"images": list(state.images)} if state.images else {},
             reward_score=float(sum(turn_scores)),
@@ -284,12 +338,59 @@ class VistaAgentLoop(AgentLoopBase):
             extra_fields={
                 "turn_scores": turn_scores,
                 "turn_ends": [end for end in state.turn_ends if end < limit],
-                "vista_env_id": trajectory.env_id,
-                "vista_seed": trajectory.seed,
-                "vista_success": bool(trajectory.success),
-                "vista_tool_calls": int(metadata.get("tool_calls", 0)),
-                "vista_failure": trajectory.failure,
-                "vista_stop_reason": str(metadata.get("stop_reason", "")),
-                "vista_attempts": int(metadata.get("attempts", 1)),
+                **episode_fields(trajectory),
             },
         )
+
+
+def episode_fields(trajectory: Trajectory) -> dict[str, Any]:
+    """What every row of an episode says about it (verl's batch columns, ``extra_fields``)."""
+    metadata = trajectory.metadata
+    return {
+        "vista_env_id": trajectory.env_id,
+        "vista_seed": trajectory.seed,
+        "vista_success": bool(trajectory.success),
+        "vista_tool_calls": int(metadata.get("tool_calls", 0)),
+        "vista_failure": trajectory.failure,
+        "vista_stop_reason": str(metadata.get("stop_reason", "")),
+        "vista_attempts": int(metadata.get("attempts", 1)),
+        "reward_extra_info": {},  # verl's v1 worker copies the final row's into the others (agent_loop_tq.py:175)
+    }
+
+
+def turn_state_key(row: TurnRow) -> str:
+    """What the turn's reply was conditioned on (context ids and image content), as a digest: turns
+    with the same key saw exactly the same context (``algorithm.turn_credit: state``)."""
+    digest = hashlib.sha1(json.dumps(row.prompt_ids).encode())
+    for image in row.images:
+        digest.update(image.convert("RGB").tobytes())
+    return digest.hexdigest()
+
+
+def turn_outputs(state: LoopState, trajectory: Trajectory, response_length: int) -> list[AgentLoopOutput]:
+    """Per-turn rows: one output per turn with that turn's reward and index (``vista_turn_*``); the
+    last output carries the episode's total reward, which verl's worker copies to the others for its
+    reward metrics (advantages come from ``vista_turn_reward``, see ``estimators``)."""
+    views = trajectory.turn_views
+    failure = trajectory.failure
+    if not failure and len(views) != len(state.rows):
+        failure = f"{len(views)} turn views for {len(state.rows)} turns"  # the local engine drops it too
+    total = float(sum(turn.reward for turn in trajectory.turns))
+    fields = {**episode_fields(trajectory), "vista_failure": failure, "vista_turns": len(state.rows)}
+    outputs = []
+    for index, row in enumerate(state.rows):
+        reward = float(sum(views[index].turn_rewards)) if index < len(views) else 0.0
+        outputs.append(AgentLoopOutput(
+            prompt_ids=row.prompt_ids,
+            response_ids=row.response_ids,
+            response_mask=[0 if failure else 1] * len(row.response_ids),
+            response_logprobs=row.logprobs,
+            multi_modal_data={"images": list(row.images)} if row.images else {},
+            reward_score=total if index == len(state.rows) - 1 else reward,
+            num_turns=2,
+            metrics=state.metrics,
+            extra_fields={**fields, "vista_turn": index, "vista_turn_reward": reward,
+                          "vista_state": turn_state_key(row),
+                          "vista_action": hashlib.sha1(json.dumps(row.response_ids).encode()).hexdigest()},
+        ))
+    return outputs

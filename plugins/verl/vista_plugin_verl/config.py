@@ -14,9 +14,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from vista_plugin_verl import local_section
+from vista_plugin_verl import attention, local_section, loggers
 from vista_plugin_verl.agent_loop_name import AGENT_NAME
 from vista_plugin_verl.coverage import NOT_TRAINED
+from vista_plugin_verl.loggers import VERL_METRICS_FILE
+
+__all__ = ["ENGINE_ID", "VERL_METRICS_FILE", "VerlEngineConfig", "check_neutral", "compose_overrides",
+           "compose_verl_config", "engine_config"]
 from vista_rl import ConfigError, check_estimator_config
 from vista_rl.config import RunConfig, engine_section
 
@@ -52,8 +56,6 @@ LOSS_AGG = {"token-mean": "token-mean", "seq-mean": "seq-mean-token-mean"}
 SCHEDULERS = {"constant": "constant", "cosine": "cosine"}
 #: verl's marker of the last checkpoint in ``trainer.default_local_dir`` (``RUN_DIR/checkpoints``).
 LATEST_CHECKPOINT = "latest_checkpointed_iteration.txt"
-#: verl's ``file`` logger's output in the run directory (its own line format, not the local engine's metrics.jsonl).
-VERL_METRICS_FILE = "verl_metrics.jsonl"
 #: ``null`` (no clipping) for verl's ``grad_clip`` and ``critic.cliprange_value``, which always clip.
 NO_CLIP = 1.0e9
 
@@ -78,55 +80,33 @@ def micro_batch_per_gpu(run: RunConfig, cfg: VerlEngineConfig) -> int:
     return min(run.trainer.micro_batch_size, share) if share else run.trainer.micro_batch_size
 
 
-#: Run-config logger ids (``trainer.loggers``) -> verl's tracking backends (``trainer.logger``); verl's
-#: ``file`` backend writes one JSON line a step, as our ``jsonl`` logger does.
-LOGGERS = {"tensorboard": "tensorboard", "jsonl": "file", "wandb": "wandb", "mlflow": "mlflow",
-           "swanlab": "swanlab", "clearml": "clearml"}
 
 
-def loop_applies_sampling() -> bool:
-    """Whether verl's dataset rows carry ``rollout.sampling`` to the agent loop, which then caps each
-    reply at ``max_tokens`` and stops at ``stop`` as the local engine does (the contract between
-    ``dataset.TURN_KEYS`` and the loop: the loop applies what the rows carry)."""
-    from vista_plugin_verl.dataset import TURN_KEYS
-
-    return "sampling" in TURN_KEYS
+#: Where verl 0.9.1's legacy trainer takes one output per sample (``trainer.use_v1=false``), so it
+#: cannot hold per-turn rows; its v1 trainer takes a list (``verl/trainer/ppo/v1/agent_loop_tq.py:150``).
+LEGACY_SINGLE_OUTPUT = "verl/experimental/agent_loop/agent_loop.py:_run_agent_loop (AgentLoopWorker)"
 
 
 def trains_differently(run: RunConfig, cfg: VerlEngineConfig) -> list[str]:
     """Settings the verl engine would train differently from the local engine, one message each: the
-    key, what verl would do instead, and what to change.  verl 0.9.1's trainer keeps one sample per
-    (prompt, rollout) pair (``RayPPOTrainer.fit`` repeats the prompt batch ``rollout.n`` times and
-    unions it with the agent loop's outputs), so an episode is always one sequence with the whole
-    conversation in context: context windows and per-turn sequences cannot be honoured, only refused."""
+    key, what verl would do instead, and what to change.  Per-turn sequences are per-turn rows on
+    verl's v1 trainer (``agent_loop.turn_outputs``), the run's rollout keys (sampling included) travel
+    in the dataset rows to the same episode driver the local engine runs (``dataset.TURN_KEYS``)."""
     rollout, out = run.rollout, []
-    if rollout.window_size is not None:
-        out.append(f"rollout.window_size: {rollout.window_size} keeps only the last turns in context "
-                   f"(one training sequence per turn), but verl trains each episode as one sequence with the "
-                   f"whole conversation in context; set rollout.window_size: null to train whole conversations, "
-                   f"or train this config with --engine local")
-    elif rollout.sequences == "turn":
-        out.append("rollout.sequences: turn trains one sequence per turn, but verl trains one sequence per "
-                   "episode; set rollout.sequences: auto (or episode), or train with --engine local")
-    if run.algorithm.turn_credit != "episode":
-        out.append(f"algorithm.turn_credit: {run.algorithm.turn_credit} credits per-turn sequences, which verl "
-                   "does not build; set algorithm.turn_credit: episode with rollout.window_size: null")
-    if rollout.max_context_tokens is not None:
-        out.append(f"rollout.max_context_tokens: verl does not trim the context to {rollout.max_context_tokens} "
-                   "tokens; it bounds an episode by engine_config.verl.cluster.max_prompt_length and "
-                   "max_response_length; set rollout.max_context_tokens: null and size those instead")
-    budget = cfg.cluster.max_response_length
-    if not loop_applies_sampling():
-        if rollout.sampling.max_tokens < budget:
-            one_turn = (f"engine_config.verl.cluster.max_response_length: {rollout.sampling.max_tokens} (the "
-                        "same cap for a one-turn env) or " if rollout.max_turns == 1 else "")
-            out.append(f"rollout.sampling.max_tokens: verl's agent loop does not cap a reply at "
-                       f"{rollout.sampling.max_tokens} tokens (a reply may run to the episode's budget, "
-                       f"engine_config.verl.cluster.max_response_length = {budget}); set "
-                       f"{one_turn}rollout.sampling.max_tokens: {budget}")
-        if rollout.sampling.stop:
-            out.append("rollout.sampling.stop: verl's agent loop does not pass stop strings to its server; "
-                       "set rollout.sampling.stop: []")
+    if rollout.window_size is not None and not rollout.per_turn_sequences:
+        out.append(f"rollout.window_size: {rollout.window_size} with one sequence per episode concatenates turns "
+                   "the model never saw together (the local engine aligns them, verl's loop does not); set "
+                   "rollout.sequences: turn (one row per turn, each with the exact context it answered) or "
+                   "rollout.window_size: null")
+    if rollout.per_turn_sequences:
+        if run.algorithm.uses_critic:
+            out.append(f"algorithm.estimator: {run.algorithm.estimator} needs a value per token of one sequence, "
+                       "but per-turn rows give one sequence per turn (the local engine refuses it too); use an "
+                       "estimator without a critic (grpo, rloo, ...) or rollout.sequences: episode")
+        if any(item.replace(" ", "").lower() in ("trainer.use_v1=false", "+trainer.use_v1=false")
+               for item in cfg.overrides):
+            out.append(f"rollout.sequences: per-turn rows need verl's v1 trainer; trainer.use_v1=false (in "
+                       f"engine_config.verl.overrides) keeps one output per sample ({LEGACY_SINGLE_OUTPUT})")
     if run.sft.steps:
         out.append(f"sft.steps: the local engine runs {run.sft.steps} SFT steps before RL, the verl engine none; "
                    "run the SFT stage first (vista train --engine local CONFIG --set trainer.steps=0), then "
@@ -173,10 +153,11 @@ def check_neutral(run: RunConfig, cfg: VerlEngineConfig | None = None) -> list[s
         out.append(f"trainer.micro_batch_size: {trainer.micro_batch_size} is more than one GPU's share of a "
                    f"mini-batch ({share} sequences on {gpus} GPUs), so verl's micro-batch is {share} (the same "
                    "gradient: one forward per mini-batch, as the local engine does)")
-    unmapped = sorted({_logger_id(entry) for entry in trainer.loggers} - set(LOGGERS))
+    tracking = loggers.plan(trainer.loggers, Path(run.output_dir).resolve())  # raises for an option verl lacks
+    unmapped = loggers.unknown_loggers(trainer.loggers)
     if unmapped:
         out.append(f"trainer.loggers: verl has no {', '.join(unmapped)} logger; it logs to the console and "
-                   f"{', '.join(sorted(verl_loggers(run)[1:])) or 'nothing else'}")
+                   f"{', '.join(sorted(tracking.backends[1:])) or 'nothing else'}")
     return out
 
 
@@ -198,20 +179,6 @@ def _get(obj: Any, dotted: str) -> Any:
     return obj
 
 
-def _logger_id(entry: str | dict[str, Any]) -> str:
-    return entry if isinstance(entry, str) else str(entry["id"])
-
-
-def verl_loggers(run: RunConfig) -> list[str]:
-    """verl's ``trainer.logger``: the console, then each run-config logger verl also has."""
-    out = ["console"]
-    for entry in run.trainer.loggers:
-        name = LOGGERS.get(_logger_id(entry))
-        if name and name not in out:
-            out.append(name)
-    return out
-
-
 def _q(value: Any) -> str:
     """A Hydra override value: strings quoted so paths and ids with ``/`` or ``=`` survive."""
     if isinstance(value, bool):
@@ -227,11 +194,13 @@ def _q(value: Any) -> str:
 
 
 def compose_overrides(run: RunConfig, cfg: VerlEngineConfig, train_file: str | Path, val_file: str | Path,
-                      resume: bool = False) -> list[str]:
+                      resume: bool = False, flash_attn: bool = True) -> list[str]:
     """The run config as Hydra overrides of verl's ``ppo_trainer``: the neutral sections map onto
     verl's own keys, ``engine_config.verl`` adds the cluster, ``overrides`` come last.  ``resume``
     (``vista train --resume``) continues from the run directory's last checkpoint; otherwise verl starts
-    afresh (its own default, ``auto``, would silently continue whatever checkpoint the directory holds)."""
+    afresh (its own default, ``auto``, would silently continue whatever checkpoint the directory holds).
+    ``flash_attn``: whether the interpreter running verl has flash-attn (:mod:`.attention`; without
+    it the workers get sdpa and padded batches)."""
     from vista_plugin_verl.estimators import verl_name
 
     if run.model.path is None:
@@ -247,6 +216,7 @@ def compose_overrides(run: RunConfig, cfg: VerlEngineConfig, train_file: str | P
     params = dict(algo.estimator_params)
     gamma, lam = params.pop("gamma", 1.0), params.pop("lam", 1.0)
     actor = "actor_rollout_ref.actor"
+    tracking = loggers.plan(trainer.loggers, run_dir)
     out = [
         f"data.train_files={_q(str(train_file))}",
         f"data.val_files={_q(str(val_file))}",
@@ -306,14 +276,14 @@ def compose_overrides(run: RunConfig, cfg: VerlEngineConfig, train_file: str | P
         f"trainer.nnodes={cluster.nnodes}",
         f"trainer.default_local_dir={_q(str(run_dir / 'checkpoints'))}",
         f"trainer.resume_mode={'auto' if resume else 'disable'}",
-        "trainer.project_name=vista",
-        f"trainer.experiment_name={_q(run_dir.name)}",
-        f"trainer.logger={_q(verl_loggers(run))}",
-        # verl's loggers write under the working directory unless told; the run directory instead, on
-        # every node (the TaskRunner that logs is a Ray actor: the env travels in the runtime env)
-        f"+ray_kwargs.ray_init.runtime_env.env_vars.TENSORBOARD_DIR={_q(str(run_dir / 'tensorboard'))}",
-        f"+ray_kwargs.ray_init.runtime_env.env_vars.VERL_FILE_LOGGER_PATH={_q(str(run_dir / VERL_METRICS_FILE))}",
+        f"trainer.project_name={_q(tracking.project)}",
+        f"trainer.experiment_name={_q(tracking.experiment)}",
+        f"trainer.logger={_q(tracking.backends)}",
     ]
+    # verl's trackers read the rest from the environment, and write under the working directory unless
+    # told: the run directory instead, on every node (the TaskRunner that logs is a Ray actor: the
+    # variables travel in its runtime env)
+    out += [f"+ray_kwargs.ray_init.runtime_env.env_vars.{name}={_q(value)}" for name, value in sorted(tracking.env.items())]
     if critic:
         out += [
             f"critic.model.path={_q(run.model.path)}",
@@ -328,7 +298,11 @@ def compose_overrides(run: RunConfig, cfg: VerlEngineConfig, train_file: str | P
         ]
     for key, value in sorted(params.items()):
         out.append(f"+algorithm.vista_params.{key}={_q(value)}")
+    if run.rollout.per_turn_sequences:  # the bridge's credit over per-turn rows (estimators.advantage_over_rows)
+        out.append(f"+algorithm.vista_turn_credit={algo.turn_credit}")
     out += local_section.overrides(local_section.raw_section(run), critic)
+    if not flash_attn:
+        out += attention.sdpa_overrides(critic, cfg.overrides)
     return out + list(cfg.overrides)
 
 

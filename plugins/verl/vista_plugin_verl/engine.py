@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from vista_plugin_verl import attention
 from vista_plugin_verl.config import (
     ENGINE_ID,
     LATEST_CHECKPOINT,
@@ -29,6 +30,9 @@ from vista_plugin_verl.config import (
 )
 from vista_rl import ConfigError, EnginePlan, UnknownItemError, VistaError
 from vista_rl.config import RunConfig
+
+#: How to install what the verl engine runs (verl 0.9.x with its default trainer's TransferQueue).
+INSTALL = "pip install -e 'plugins/verl[verl]'"
 
 
 class VerlEngine:
@@ -60,7 +64,10 @@ class VerlEngine:
         except UnknownItemError as exc:
             raise ConfigError(f"env.id: {exc}") from None
         warnings = check_neutral(self.run_config, self.cfg)
-        overrides = compose_overrides(self.run_config, self.cfg, *self._data_files(), resume=self.resume is not None)
+        flash_attn = attention.flash_attn_installed(self.cfg.python)
+        overrides = compose_overrides(self.run_config, self.cfg, *self._data_files(), resume=self.resume is not None,
+                                      flash_attn=flash_attn)
+        warnings += [note for note in [attention.note(flash_attn)] if note]
         details = shlex.join(self._command(overrides))
         if importlib.util.find_spec("verl") is None:
             warnings.append("verl is not installed here, so verl's own loader did not check the composed config "
@@ -92,10 +99,16 @@ class VerlEngine:
 
         run = self.run_config
         train, val = write_rows(self.run_dir / "data", run_rows(run))
-        overrides = compose_overrides(run, self.cfg, train.resolve(), val.resolve(), resume=self.resume is not None)
+        overrides = compose_overrides(run, self.cfg, train.resolve(), val.resolve(), resume=self.resume is not None,
+                                      flash_attn=attention.flash_attn_installed(self.cfg.python))
         return self._command(overrides), compose_verl_config(overrides)
 
     def run(self) -> dict[str, Any]:
+        if importlib.util.find_spec("verl") is None:
+            # the config is composed and checked here, with verl's own loader, before anything launches
+            raise ConfigError(f"the verl engine needs verl installed in this environment ({sys.executable}): "
+                              f"{INSTALL}; then check the install with scripts/verl_cpu_step/run.sh or "
+                              "`vista train --engine verl CONFIG --dry-run` (docs/cluster.md)")
         from omegaconf import OmegaConf
 
         for warning in check_neutral(self.run_config, self.cfg):

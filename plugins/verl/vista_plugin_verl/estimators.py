@@ -21,6 +21,7 @@ import torch
 
 import vista_rl
 from vista_rl import AdvantageBatch, AdvantageOutput
+from vista_rl.algorithms.turn_credit import TurnCredit
 
 #: verl name -> (vista estimator id, whether it needs critic values)
 VERL_NAMES: dict[str, tuple[str, bool]] = {
@@ -169,9 +170,136 @@ def _bridged(original: Callable[..., Any]) -> Callable[..., Any]:
     return compute_advantage
 
 
+#: The TransferQueue partition verl's v1 trainer samples training batches from
+#: (``verl/trainer/ppo/v1/trainer_base.py``, ``_step_once``: ``replay_buffer.sample(partition_id="train")``).
+TRAIN_PARTITION = "train"
+
+
+def fetch_extra_fields(keys: Sequence[str]) -> list[dict[str, Any]] | None:
+    """The agent loop's ``extra_fields`` of each row, from verl's TransferQueue (the v1 trainer hands
+    ``compute_advantage_for_multi_trajectories`` only uid, masks, scores and log-probs); None where
+    there is no TransferQueue to ask."""
+    try:
+        import transfer_queue as tq
+
+        data = tq.kv_batch_get(keys=list(keys), partition_id=TRAIN_PARTITION, select_fields=["extra_fields"])
+        values = data["extra_fields"]
+        items = values.tolist() if hasattr(values, "tolist") else list(values)
+    except Exception:  # noqa: BLE001 - no TransferQueue (legacy trainer, a unit test): the caller decides
+        return None
+    return [dict(getattr(item, "data", item) or {}) for item in items]
+
+
+def _sessions(keys: Sequence[str]) -> tuple[list[str], list[str], list[int]]:
+    """verl's ``{uid}_{session}_{index}`` keys -> (uid, episode, index) per row."""
+    uids, episodes, indices = [], [], []
+    for key in keys:
+        uid, session, index = str(key).rsplit("_", 2)
+        uids.append(uid)
+        episodes.append(f"{uid}_{session}")
+        indices.append(int(index))
+    return uids, episodes, indices
+
+
+def advantage_over_rows(data: Any, keys: Sequence[str], extras: Sequence[dict[str, Any]] | None, name: str,
+                        gamma: float, lam: float, norm_adv_by_std_in_grpo: bool, config: Any) -> Any:
+    """Advantages of a v1 batch for a ``vista_*`` estimator, as the local engine computes them.
+
+    Per-turn rows (``extra_fields["vista_turn"]``): the episodes' turns through
+    :func:`vista_rl.algorithms.turn_credit.turn_advantages`, grouped by session (an episode) and uid
+    (its seed), each row's advantage on its response tokens.  One row per episode: the rows through
+    our estimator with the per-turn rewards (``turn_scores`` at ``turn_ends``).  Rows of a failed
+    episode (``vista_failure``) are left out of the statistics and get 0, as the local engine leaves
+    the episode out of its update."""
+    from vista_rl.algorithms.turn_credit import turn_advantages
+
+    estimator_id, needs_values = VERL_NAMES[name]
+    uids, episodes, turns = _sessions(keys)
+    mask = data.batch["response_mask"]
+    extras = list(extras) if extras is not None else [{} for _ in keys]
+    failed = [bool(extra.get("vista_failure")) for extra in extras]
+    settings = dict(config or {})
+    settings.update({"gamma": gamma, "lam": lam, "norm_adv_by_std_in_grpo": norm_adv_by_std_in_grpo})
+    if any("vista_turn" in extra for extra in extras):
+        if needs_values:
+            raise ValueError(f"{name}: per-turn rows have no value per token of one sequence (refused by the dry run)")
+        estimator = vista_rl.make_estimator(estimator_id)
+        params = _params(estimator_id, settings)
+        kept = [i for i in range(len(keys)) if not failed[i]]
+        values = torch.zeros(len(keys))
+        if kept:
+            values[kept] = turn_advantages(
+                lambda batch: estimator(batch, **params), [episodes[i] for i in kept],
+                [int(extras[i]["vista_turn"]) for i in kept], [float(extras[i]["vista_turn_reward"]) for i in kept],
+                [uids[i] for i in kept], _credit(settings.get("vista_turn_credit")),
+                [extras[i].get("vista_state") for i in kept], [extras[i].get("vista_action") for i in kept])
+        advantages = values.to(mask.device, torch.float32).unsqueeze(1) * mask.to(torch.float32)
+        data.batch["advantages"], data.batch["returns"] = advantages, advantages.clone()
+        return data
+    if any(extras):
+        data.non_tensor_batch["turn_scores"] = _objects([list(extra.get("turn_scores") or []) for extra in extras])
+        data.non_tensor_batch["turn_ends"] = _objects([list(extra.get("turn_ends") or []) for extra in extras])
+    # a failed episode is its own group, so it moves no other episode's baseline
+    data.non_tensor_batch["uid"] = _objects([f"vista-failed-{i}" if failed[i] else uids[i] for i in range(len(keys))])
+    data = _bridged(_unused)(data, name, gamma=gamma, lam=lam, norm_adv_by_std_in_grpo=norm_adv_by_std_in_grpo,
+                             config=config)
+    if any(failed):
+        keep = torch.tensor([0.0 if bad else 1.0 for bad in failed], dtype=data.batch["advantages"].dtype)
+        data.batch["advantages"] = data.batch["advantages"] * keep.unsqueeze(1)
+        data.batch["returns"] = data.batch["returns"] * keep.unsqueeze(1)
+    return data
+
+
+def _credit(value: Any) -> TurnCredit:
+    credit = str(value or "episode")
+    if credit not in ("episode", "turn", "state"):
+        raise ValueError(f"algorithm.vista_turn_credit: {credit!r} is not episode, turn or state")
+    return credit  # type: ignore[return-value]
+
+
+def _objects(values: Sequence[Any]) -> np.ndarray:
+    """A 1-D object array (``np.array`` would make equal-length lists a 2-D one)."""
+    out = np.empty(len(values), dtype=object)
+    for index, value in enumerate(values):
+        out[index] = value
+    return out
+
+
+def _unused(*_args: Any, **_kwargs: Any) -> Any:  # pragma: no cover - _bridged calls it for non-vista names only
+    raise AssertionError("not a vista estimator")
+
+
+def _bridged_multi(original: Callable[..., Any],
+                   fetch: Callable[[Sequence[str]], list[dict[str, Any]] | None] | None = None) -> Callable[..., Any]:
+    """verl's v1 ``compute_advantage_for_multi_trajectories`` with ``vista_*`` estimators handled by
+    :func:`advantage_over_rows` (its own rule broadcasts a session's final row for GRPO only, and
+    hands every other estimator the rows as if each were an episode)."""
+
+    @functools.wraps(original)
+    def compute_advantage_for_multi_trajectories(data: Any, batch_keys: list[str], adv_estimator: Any,
+                                                 gamma: float = 1.0, lam: float = 1.0, num_repeat: int = 1,
+                                                 norm_adv_by_std_in_grpo: bool = True, config: Any = None) -> Any:
+        name = str(getattr(adv_estimator, "value", adv_estimator))
+        if name not in VERL_NAMES:
+            return original(data, batch_keys, adv_estimator, gamma=gamma, lam=lam, num_repeat=num_repeat,
+                            norm_adv_by_std_in_grpo=norm_adv_by_std_in_grpo, config=config)
+        extras = (fetch or fetch_extra_fields)(batch_keys)
+        _uids, episodes, _turns = _sessions(batch_keys)
+        if extras is None and len(set(episodes)) != len(episodes):
+            raise RuntimeError(f"{name}: several rows per episode but no extra_fields from TransferQueue "
+                               f"(partition {TRAIN_PARTITION!r}); per-turn advantages cannot be grouped")
+        return advantage_over_rows(data, batch_keys, extras, name, gamma, lam, norm_adv_by_std_in_grpo, config)
+
+    compute_advantage_for_multi_trajectories.__vista_bridge__ = True  # type: ignore[attr-defined]
+    return compute_advantage_for_multi_trajectories
+
+
 def install_bridge() -> None:
-    """Wrap verl's ``compute_advantage`` where its trainers look it up (idempotent)."""
+    """Wrap verl's ``compute_advantage`` and v1's ``compute_advantage_for_multi_trajectories`` where
+    its trainers look them up (idempotent).  ``trainer_base`` binds the v1 function at its own import,
+    which comes after ``import verl`` ran this: it is patched here only if already imported."""
     import importlib
+    import sys
 
     for module_name in ("verl.trainer.ppo.ray_trainer", "verl.trainer.ppo.v1.utils"):
         try:
@@ -181,3 +309,8 @@ def install_bridge() -> None:
         current = getattr(module, "compute_advantage", None)
         if current is not None and not getattr(current, "__vista_bridge__", False):
             module.compute_advantage = _bridged(current)  # type: ignore[attr-defined]
+    for module_name in ("verl.trainer.ppo.v1.utils", "verl.trainer.ppo.v1.trainer_base"):
+        loaded = sys.modules.get(module_name)
+        current = getattr(loaded, "compute_advantage_for_multi_trajectories", None)
+        if loaded is not None and current is not None and not getattr(current, "__vista_bridge__", False):
+            loaded.compute_advantage_for_multi_trajectories = _bridged_multi(current)  # type: ignore[attr-defined]
