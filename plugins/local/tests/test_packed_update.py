@@ -218,6 +218,33 @@ def test_clipped_ppo_with_a_value_head_and_a_kl_reference_equals_the_padded_upda
     _assert_same_update(results)
 
 
+@pytest.mark.parametrize("model_fixture", ["tiny_model_dir", "tiny_internvl_dir"])
+def test_row_positions_are_the_models_own(model_fixture: str, request: pytest.FixtureRequest) -> None:
+    """Each row's positions, computed once per distinct head (prompt through the last image), equal
+    what the model's forward derives for the padded batch: M-RoPE (Qwen2.5-VL) over a wide image,
+    two images, a text-only row; plain positions (InternVL)."""
+    policy = _policy(request.getfixturevalue(model_fixture))
+    rows = Rows(policy)
+    seqs = [rows.per_turn(0, "which cell?", "1"), rows.per_turn(0, "which cell?", "2 3"),
+            rows.conversation([(0, "1"), (1, "4")])]
+    text = rows.reply("no image here")
+    seqs.append(EpisodeTokens(text, [1] * len(text)))
+    wide, vision = policy.encoder.prompt_segment(SYSTEM, "<image> wide?", [Image.new("RGB", (40, 96), (9, 9, 9))])
+    answer = rows.reply("2")
+    seqs.append(EpisodeTokens(wide + answer, [0] * len(wide) + [1] * len(answer), [], vision))
+    got = policy.family.row_position_ids(policy.model, seqs, policy.encoder.image_token_id)
+    batch = policy.collate(seqs, left_pad=False)
+    inner = base_model(policy.model).model
+    if hasattr(inner, "get_rope_index"):
+        want, _ = inner.get_rope_index(batch["input_ids"], mm_token_type_ids=batch["mm_token_type_ids"],
+                                       image_grid_thw=batch["image_grid_thw"], attention_mask=batch["attention_mask"])
+        assert any(len(set(want[:, 0, i].tolist())) > 1 for i in range(len(seqs[0])))  # 3-D positions on the image
+    else:
+        want = torch.arange(batch["input_ids"].shape[1]).expand(len(seqs), -1)
+    for row, seq in enumerate(seqs):
+        assert torch.equal(got[row], want[..., row, :len(seq)]), row
+
+
 def test_eager_attention_takes_the_additive_mask(tiny_model_dir: Path) -> None:
     policy = _policy(tiny_model_dir, attention="eager")
     samples = _samples(policy, "per_turn")

@@ -8,16 +8,19 @@ batched vision tensors, M-RoPE state) is here; :mod:`vista_plugin_local.chat_tok
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 from PIL import Image
 
 from vista_plugin_local.image_input import ImageInput
-from vista_plugin_local.shared_vision import base_model
+from vista_plugin_local.shared_vision import base_model, image_key
 from vista_rl import ConfigError, ModelFamily
 from vista_rl.chat_render import registered_family
+
+if TYPE_CHECKING:
+    from vista_plugin_local.chat_tokens import EpisodeTokens
 
 __all__ = ["ImageInput", "InternVLFamily", "ModelFamily", "QwenVLFamily", "family_for", "registered_families"]
 
@@ -59,15 +62,41 @@ class QwenVLFamily(ModelFamily):
             batch["image_grid_thw"] = torch.stack(grids, dim=0)
         return batch
 
-    def row_position_ids(self, model: Any, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        """``[3, rows, width]`` M-RoPE positions of each row of a right-padded batch
-        (:meth:`Policy.collate`), computed as the model's own forward does (``get_rope_index``):
-        what packed scoring gives each row's tokens (:mod:`vista_plugin_local.packed_forward`)."""
-        grids = batch.get("image_grid_thw")
-        positions, _ = base_model(model).model.get_rope_index(
-            batch["input_ids"], mm_token_type_ids=batch["mm_token_type_ids"], image_grid_thw=grids,
-            attention_mask=batch["attention_mask"])
-        return positions
+    def row_position_ids(self, model: Any, seqs: Sequence[EpisodeTokens], image_token_id: int) -> list[torch.Tensor]:
+        """Each row's ``[3, len]`` M-RoPE positions as the model's own forward computes them
+        (``get_rope_index``): what packed scoring gives its tokens (:mod:`~.packed_forward`).
+
+        ``get_rope_index`` walks every token in Python, so it runs once per distinct row head (the
+        tokens through the token after the last image, and the images): the G rows of a group share
+        one.  Past the head only text follows, whose positions go up by one in all three axes."""
+        heads: dict[tuple[Any, ...], int] = {}
+        cuts, which = [], []
+        for seq in seqs:
+            spots = [i for i, token in enumerate(seq.input_ids) if token == image_token_id]
+            cut = min(len(seq), spots[-1] + 2) if spots else 1
+            key = (tuple(seq.input_ids[:cut]), tuple(image_key(image) for image in seq.images))
+            which.append(heads.setdefault(key, len(heads)))
+            cuts.append(cut)
+        firsts = {index: row for row, index in reversed(list(enumerate(which)))}
+        unique = [seqs[firsts[index]] for index in range(len(heads))]
+        width = max(cuts[firsts[index]] for index in range(len(heads)))
+        ids = torch.full((len(unique), width), 0, dtype=torch.long)
+        attention = torch.zeros_like(ids)
+        for row, seq in enumerate(unique):
+            cut = cuts[firsts[row]]
+            ids[row, :cut] = torch.tensor(seq.input_ids[:cut], dtype=torch.long)
+            attention[row, :cut] = 1
+        images = [image for seq in unique for image in seq.images]
+        grids = torch.stack([image.grid_thw for image in images if image.grid_thw is not None]) if images else None
+        inner = base_model(model).model
+        positions, _ = inner.get_rope_index(ids, mm_token_type_ids=(ids == image_token_id).long() * attention,
+                                            image_grid_thw=grids, attention_mask=attention)
+        out = []
+        for seq, cut, index in zip(seqs, cuts, which, strict=True):
+            head = positions[:, index, :cut]
+            tail = head[:, -1:] + torch.arange(1, len(seq) - cut + 1)
+            out.append(torch.cat([head, tail], dim=1))
+        return out
 
     def reset_generation_state(self, model: Any) -> None:
         inner = getattr(model, "model", None)
@@ -108,11 +137,10 @@ class InternVLFamily(ModelFamily):
             return {}
         return {"pixel_values": torch.cat([image.pixel_values for image in images], dim=0)}
 
-    def row_position_ids(self, model: Any, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
-        """``[rows, width]`` positions 0, 1, ... of each row of a right-padded batch (InternVL's
-        language model numbers the tokens plainly; images take no positions of their own)."""
-        ids = batch["input_ids"]
-        return torch.arange(ids.shape[1], device=ids.device).expand(ids.shape[0], -1)
+    def row_position_ids(self, model: Any, seqs: Sequence[EpisodeTokens], image_token_id: int) -> list[torch.Tensor]:
+        """Each row's positions 0, 1, ... (InternVL's language model numbers the tokens plainly,
+        images included), as its forward does for a right-padded row."""
+        return [torch.arange(len(seq)) for seq in seqs]
 
 
 def registered_families() -> list[ModelFamily]:

@@ -86,10 +86,11 @@ def score_rows(policy: Policy, seqs: Sequence[EpisodeTokens], temperature: float
 
     Packed layouts compute the log-probs and entropies of the loss positions only (0 elsewhere:
     every loss aggregates under the mask); values at every position of each row."""
-    batch = policy.collate(seqs, left_pad=False)
     model, adapters_off = policy.scoring_model(reference)
     if layout == "padded" or packing_unsupported(policy, model) is not None:
+        batch = policy.collate(seqs, left_pad=False)
         return policy.score(batch, temperature, entropy=entropy, values=values, reference=reference), batch["loss_mask"]
+    batch = {key: value.to(policy.device) for key, value in policy.token_tensors(seqs, left_pad=False).items()}
     lengths = [len(seq) for seq in seqs]
     base = base_model(model)
     config = base.config
@@ -98,7 +99,7 @@ def score_rows(policy: Policy, seqs: Sequence[EpisodeTokens], temperature: float
                       capacity=pack_capacity(text_config, max(lengths)), pad_id=policy.encoder.pad_id)
     policy.family.reset_generation_state(model)
     with adapters_off, policy.autocast():
-        inputs = _packed_inputs(policy, model, plan, batch, lengths, reference)
+        inputs = _packed_inputs(policy, model, plan, seqs, reference)
         hidden = base.model(**inputs, use_cache=False).last_hidden_state
         table = _position_table(plan, lengths, batch["input_ids"].shape, policy.device)
         # position t's log-prob comes from the hidden state of the row's position t - 1
@@ -126,13 +127,13 @@ def _position_table(plan: PackPlan, lengths: Sequence[int], shape: torch.Size,
     return bins.to(device), packed.to(device)
 
 
-def _packed_inputs(policy: Policy, model: Any, plan: PackPlan, batch: dict[str, torch.Tensor],
-                   lengths: Sequence[int], reference: bool) -> dict[str, Any]:
+def _packed_inputs(policy: Policy, model: Any, plan: PackPlan, seqs: Sequence[EpisodeTokens],
+                   reference: bool) -> dict[str, Any]:
     """The decoder body's keyword arguments for the bins: ids, the 4-D mask, the rows' own
     position ids laid out as the bins, and the images in packed order."""
     device = policy.device
     ids = plan.input_ids.to(device)
-    positions = policy.family.row_position_ids(model, batch)  # type: ignore[attr-defined]
+    positions = policy.family.row_position_ids(model, seqs, policy.encoder.image_token_id)  # type: ignore[attr-defined]
     visible = plan.visible().to(device)[:, None]
     base = base_model(model)
     text = base.config.get_text_config() if hasattr(base.config, "get_text_config") else base.config
@@ -141,7 +142,7 @@ def _packed_inputs(policy: Policy, model: Any, plan: PackPlan, batch: dict[str, 
         dtype = policy.amp_dtype or next(base.parameters()).dtype
         mask = torch.zeros(visible.shape, dtype=dtype, device=device).masked_fill(~visible, torch.finfo(dtype).min)
     inputs: dict[str, Any] = {"input_ids": ids, "attention_mask": mask,
-                              "position_ids": plan.scatter_rows(positions, lengths)}
+                              "position_ids": plan.scatter_rows(positions).to(device)}
     if plan.images:
         if policy.dedup_vision and supports_precomputed(model):
             inputs["mm_encoder_outputs"] = {"image": policy.vision.encoder_outputs(

@@ -66,15 +66,15 @@ class PackPlan:
         query, key = index[:, None], index[None, :]
         return (key <= query)[None] & (query[None] < self.subtree_end[:, None, :])
 
-    def scatter_rows(self, row_values: torch.Tensor, lengths: Sequence[int], fill: int = 0) -> torch.Tensor:
-        """Per-row values ``[..., rows, width]`` (right-padded, as the padded batch holds them) laid
-        out as the bins: ``[..., bins, length]``.  A shared position gets the same value from each
-        of its rows (ids and positions depend only on the tokens before)."""
+    def scatter_rows(self, rows: Sequence[torch.Tensor], fill: int = 0) -> torch.Tensor:
+        """Per-row values (``[..., len]`` each, in row order) laid out as the bins ``[..., bins,
+        length]``.  A shared position gets the same value from each of its rows (ids and positions
+        depend only on the tokens before)."""
         bins, length = self.input_ids.shape
-        out = torch.full((*row_values.shape[:-2], bins, length), fill, dtype=row_values.dtype,
-                         device=row_values.device)
-        bin_index, pack_index, row_index, column = self.flat_index(lengths, row_values.device)
-        out[..., bin_index, pack_index] = row_values[..., row_index, column]
+        flat = torch.cat(list(rows), dim=-1)
+        out = torch.full((*flat.shape[:-1], bins, length), fill, dtype=flat.dtype, device=flat.device)
+        bin_index, pack_index, _, _ = self.flat_index([row.shape[-1] for row in rows], flat.device)
+        out[..., bin_index, pack_index] = flat
         return out
 
     def flat_index(self, lengths: Sequence[int], device: torch.device | str = "cpu",

@@ -170,7 +170,8 @@ class Policy:
                                  self.autocast)
 
     # ---------------------------------------------------------------- batching
-    def collate(self, seqs: Sequence[EpisodeTokens], left_pad: bool) -> dict[str, torch.Tensor]:
+    def token_tensors(self, seqs: Sequence[EpisodeTokens], left_pad: bool) -> dict[str, torch.Tensor]:
+        """``input_ids``, ``attention_mask`` and ``loss_mask`` of ``seqs`` padded to the longest (on the CPU)."""
         width = max(len(seq) for seq in seqs)
         ids = torch.full((len(seqs), width), self.encoder.pad_id, dtype=torch.long)
         attention = torch.zeros((len(seqs), width), dtype=torch.long)
@@ -181,7 +182,11 @@ class Policy:
             ids[row, sl] = torch.tensor(seq.input_ids, dtype=torch.long)
             attention[row, sl] = 1
             loss_mask[row, sl] = torch.tensor(seq.loss_mask, dtype=torch.float32)
-        batch: dict[str, torch.Tensor] = {"input_ids": ids, "attention_mask": attention, "loss_mask": loss_mask}
+        return {"input_ids": ids, "attention_mask": attention, "loss_mask": loss_mask}
+
+    def collate(self, seqs: Sequence[EpisodeTokens], left_pad: bool) -> dict[str, torch.Tensor]:
+        batch = self.token_tensors(seqs, left_pad)
+        ids, attention = batch["input_ids"], batch["attention_mask"]
         images = [image for seq in seqs for image in seq.images]
         batch.update(self.family.batch_inputs(images, ids, attention, self.encoder.image_token_id))
         return ModelBatch({key: value.to(self.device) for key, value in batch.items()}, images)
