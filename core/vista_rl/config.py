@@ -72,6 +72,10 @@ class RolloutSection(Section):
         "window_size is 0, else episode")
     max_context_tokens: int | None = Field(None, ge=1, description="stop an episode (stop_reason token_budget) "
                                            "once its context holds this many tokens (null: no limit)")
+    image_size: int | None = Field(None, ge=28, description="show the model every observation image resized to "
+                                   "this square size (null: as the env renders it); the episode driver applies "
+                                   "it, so every engine and `vista eval` show the same pixels (was "
+                                   "engine_config.local.image_size)")
     reflection: bool = Field(False, description="engine-side reflection: after a wrong final answer, reset the "
                              "env to the same seed and let the model try again with feedback (docs/reflection.md)")
     reflection_attempts: int = Field(1, ge=1, description="tries per episode with reflection, the first included "
@@ -251,6 +255,30 @@ class RunConfig(Section):
     eval: EvalSection = Field(default_factory=EvalSection)
     engine_config: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="engine id -> that engine's own settings")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _image_size_moved(cls, data: Any) -> Any:
+        """``engine_config.local.image_size`` became ``rollout.image_size`` (the episode driver applies it
+        for every engine): the old key still sets it, with a ``FutureWarning``; the local section keeps
+        its copy, so the local engine's encoder resizes what the driver did not (recorded trajectories)."""
+        if not isinstance(data, dict):
+            return data
+        local = (data.get("engine_config") or {}).get("local")
+        old = local.get("image_size") if isinstance(local, dict) else None
+        if old is None:
+            return data
+        rollout = data.get("rollout") or {}
+        if not isinstance(rollout, dict):
+            return data
+        new = rollout.get("image_size")
+        if new is not None and new != old:
+            raise ValueError(f"engine_config.local.image_size ({old}) is the old name of rollout.image_size ({new}); "
+                             "give only rollout.image_size")
+        warn("config key engine_config.local.image_size is deprecated and goes away in vista-rl 0.2; use "
+             "rollout.image_size (the episode driver resizes observations for every engine)", FutureWarning,
+             stacklevel=2)
+        return {**data, "rollout": {**rollout, "image_size": old}}
 
     @model_validator(mode="after")
     def _disjoint_seeds(self) -> RunConfig:

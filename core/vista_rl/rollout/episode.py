@@ -126,6 +126,16 @@ def open_env(spec: EpisodeSpec, tools_for: ToolFactory) -> Opened:
         raise
 
 
+def shown(message: Message, size: int | None) -> Message:
+    """``message`` with each image resized to ``size`` x ``size`` (``rollout.image_size``; BOX, as the
+    local engine's encoder resizes), or unchanged."""
+    if size is None or not message.images or all(image.size == (size, size) for image in message.images):
+        return message
+    images = [image if image.size == (size, size) else image.resize((size, size), Image.Resampling.BOX)
+              for image in message.images]
+    return Message(message.role, message.content, images)
+
+
 class EpisodeDriver:
     """The state and rules of one episode (see the module doc).  Not thread-safe: one caller."""
 
@@ -144,6 +154,8 @@ class EpisodeDriver:
         self.env: Env | None = None
         self.system: Message | None = None
         self.history: list[Message] = []
+        #: history messages as the model sees them (``rollout.image_size``), by the message's id
+        self._shown: dict[int, tuple[Message, Message]] = {}
         self.images_seen: list[Image.Image] = []
         self.tools: dict[str, Tool] = {}
         self.builder = TokenViewBuilder(per_turn=settings.per_turn_sequences)
@@ -184,9 +196,19 @@ class EpisodeDriver:
         return TurnKey(spec.env_id, spec.seed, spec.sample_index, len(self.trajectory.turns), run_seed)
 
     def chat(self) -> Chat:
-        """What the model sees next: the system prompt and the history, windowed."""
+        """What the model sees next: the system prompt and the history, windowed, each image at
+        ``rollout.image_size``.  The history and the turn records keep the env's own images (tools
+        crop those: ``images_seen``)."""
         system = [self.system] if self.system is not None else []
-        return system + window(self.history, self.settings.window_size)
+        size = self.settings.image_size
+        if size is None:
+            return system + window(self.history, self.settings.window_size)
+        out = []
+        for message in window(self.history, self.settings.window_size):
+            if id(message) not in self._shown:
+                self._shown[id(message)] = (message, shown(message, size))  # the message kept alive with its id
+            out.append(self._shown[id(message)][1])
+        return system + out
 
     # -------------------------------------------------------------------- start
     def submit_open(self, pool: CallPool, tools_for: ToolFactory) -> PendingCall:

@@ -109,7 +109,6 @@ def test_verl_section_is_strict() -> None:
      "agent_loop.py:_run_agent_loop"),
     (["sft.steps=10"], "sft.steps", "set model.path: RUN_DIR/models/sft and sft.steps: 0"),
     (["model.config={dtype: bfloat16}"], "model.config", "set model.config: {}"),
-    (["engine_config.local.image_size=28"], "engine_config.local.image_size", "remove it"),
 ])
 def test_what_verl_would_train_differently_is_refused(overrides: list[str], key: str, fix: str) -> None:
     """A setting verl would silently train differently is an error naming the key and the change."""
@@ -247,9 +246,9 @@ def test_the_readme_recipe_validates(tmp_path: Any, tiny_model_dir: Any) -> None
 #: Every example config and what the verl engine refuses in it (the local main job's configs SFT first,
 #: show the map at 28x28 and, most, train one sequence per turn): each either maps exactly or is refused.
 EXAMPLES_REFUSED = {
-    "frozenlake_grpo": {"sft.steps", "engine_config.local.image_size"},
-    "frozenlake_bilevel_ppo": {"sft.steps", "engine_config.local.image_size"},
-    "frozenlake_worldmodel": {"sft.steps", "engine_config.local.image_size"},
+    "frozenlake_grpo": {"sft.steps"},
+    "frozenlake_bilevel_ppo": {"sft.steps"},
+    "frozenlake_worldmodel": {"sft.steps"},
     "grounded_zoom": {"sft.steps"},
     "svg_grpo": {"sft.steps"},
     "visual_search_tools": {"sft.steps"},
@@ -285,8 +284,7 @@ def test_the_example_configs_validate_for_verl_with_the_named_changes(example: s
     are valid verl runs; where verl is installed (scripts/test.d/verl.sh), through verl's own loader."""
     import importlib.util
 
-    changes = ["sft.steps=0", "engine_config.local.image_size=null",
-               "env.config.tile_size=7"]  # 7 px a cell: the 4x4 map rendered at 28x28, as the local engine shows it
+    changes = ["sft.steps=0"]
     run = _example(example, f"model.path={tiny_model_dir}", f"output_dir={tmp_path / 'run'}", *changes)
     if run.env.id not in vista_rl.host().registry("envs").ids():  # the verl venv has no frozenlake plugin
         run = run.model_copy(update={"env": run.env.model_copy(update={"id": "oddshape/odd-colour-v0", "config": {}})})

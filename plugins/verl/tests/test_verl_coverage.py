@@ -40,7 +40,7 @@ CHANGES: dict[str, Any] = {
     "seed": 1, "output_dir": "runs/y", "env.id": "oddshape/odd-shape-v0", "env.config": {"difficulty": 2},
     "model.backend": "vllm", "model.path": "other", "model.config": {"dtype": "bfloat16"},
     "rollout.max_turns": 4, "rollout.group_size": 8, "rollout.window_size": 0, "rollout.sequences": "turn",
-    "rollout.max_context_tokens": 512, "rollout.reflection": True, "rollout.reflection_attempts": 2,
+    "rollout.max_context_tokens": 512, "rollout.image_size": 56, "rollout.reflection": True, "rollout.reflection_attempts": 2,
     "rollout.env_timeout_s": 30.0, "rollout.tool_timeout_s": 10.0, "rollout.sampling.temperature": 0.5,
     "rollout.sampling.top_p": 0.9, "rollout.sampling.max_tokens": 64, "rollout.sampling.stop": ["</answer>"],
     "rollout.episodes": 5, "rollout.batch_size": 8, "rollout.max_workers": 4, "rollout.model_workers": 2,

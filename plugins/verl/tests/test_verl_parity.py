@@ -417,7 +417,8 @@ def test_rows_carry_every_rollout_key_the_driver_reads() -> None:
     tool schemas)."""
     rollout = RolloutSection(describe_tools=False, env_timeout_s=7.0, tool_timeout_s=3.0, reflection=True,
                              reflection_attempts=3, tool_response_role="tool", max_turns=9, window_size=0,
-                             max_context_tokens=900, sampling={"max_tokens": 17, "stop": ["</answer>"]})
+                             max_context_tokens=900, sampling={"max_tokens": 17, "stop": ["</answer>"]},
+                             image_size=56)
     (row,) = env_rows(ZOOM_ENV, {}, [0], "train", 4, rollout=rollout.model_dump())
     settings = agent_loop.settings_from_row(row["extra_info"], default_max_turns=5)
     assert settings.model_dump() == rollout.model_copy(update={"max_turns": 4}).model_dump()

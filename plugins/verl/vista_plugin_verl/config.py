@@ -115,7 +115,7 @@ def trains_differently(run: RunConfig, cfg: VerlEngineConfig) -> list[str]:
         out.append(f"model.config: the local backend's model options ({', '.join(sorted(run.model.config))}) "
                    "do not reach verl, which loads model.path with actor_rollout_ref.model.*; set model.config: {} "
                    "and put verl's own keys in engine_config.verl.overrides")
-    out += local_section.refusals(local_section.raw_section(run), run.algorithm.uses_critic)
+    out += local_section.refusals(local_section.raw_section(run), run.algorithm.uses_critic, run.rollout.image_size)
     return out
 
 

@@ -36,6 +36,8 @@ MAPPED: dict[str, str] = {
     "rollout.window_size": "rows: the episode driver's window; per-turn rows (a list of AgentLoopOutput)",
     "rollout.sequences": "rows: one training row per turn, or per episode",
     "rollout.max_context_tokens": "rows: the episode driver stops the episode at the budget, as locally",
+    "rollout.image_size": "rows: the episode driver resizes each observation image, as for the local engine",
+    "engine_config.local.image_size": "rollout.image_size (the deprecated name: RunConfig moves it there)",
     "rollout.sampling.max_tokens": "rows: each generate call's sampling params (max_tokens)",
     "rollout.sampling.stop": "rows: each generate call's sampling params (stop)",
     "algorithm.turn_credit": "algorithm.vista_turn_credit: the advantage bridge over per-turn rows",
@@ -110,7 +112,7 @@ REFUSED: dict[str, str] = {
     "eval.after_sft": "with sft.steps",
     "trainer.loggers": "a logger option verl's tracker has no key for",
     "engine_config.local.device": "cpu or cuda:N: verl places its workers on the cluster's GPUs",
-    "engine_config.local.image_size": "set: the episode driver does not resize observations yet",
+    "engine_config.local.image_size": "set beside a different rollout.image_size (RunConfig refuses that first)",
     "engine_config.local.max_nan_steps": "not the default: verl does not skip non-finite steps",
     "engine_config.local.value_coef": "not the default, with a critic: verl's critic is its own model",
     "engine_config.local.lora.dropout": "> 0: verl's LoraConfig has no dropout "

@@ -22,9 +22,11 @@ from vista_rl.config import RunConfig
 #: The rollout keys the agent loop's EpisodeDriver reads, as RolloutEngine reads them: reflection, the
 #: tool-result role, the tool schemas in the system prompt (describe_tools), rollout.tools (how the
 #: worker makes the env's tools), the env/tool timeouts, the token budget, the context-window keys
-#: (window_size, sequences: per-turn rows) and the sampling (each reply's max_tokens and stop).
+#: (window_size, sequences: per-turn rows), the sampling (each reply's max_tokens and stop) and the
+#: size the model sees images at (image_size).
 TURN_KEYS = ("reflection", "reflection_attempts", "tool_response_role", "describe_tools", "tools",
-             "env_timeout_s", "tool_timeout_s", "max_context_tokens", "window_size", "sequences", "sampling")
+             "env_timeout_s", "tool_timeout_s", "max_context_tokens", "window_size", "sequences", "sampling",
+             "image_size")
 
 
 class SeedOverlapError(ValueError):

@@ -67,18 +67,18 @@ def _unknown_keys(data: dict[str, Any], known: dict[str, Any], prefix: str) -> N
             _unknown_keys(value, known[key], f"{prefix}.{key}")
 
 
-def refusals(section: dict[str, Any], uses_critic: bool) -> list[str]:
-    """What verl cannot train as the local engine would, one message per key."""
+def refusals(section: dict[str, Any], uses_critic: bool, image_size: int | None = None) -> list[str]:
+    """What verl cannot train as the local engine would, one message per key.  ``image_size`` is the
+    run's ``rollout.image_size``, which the old ``image_size`` key here sets (``RunConfig``)."""
     out = []
     device = str(section["device"])
     if device not in GPU_DEVICES:
         out.append(f"{PREFIX}.device: {device}: verl places its workers on the cluster's GPUs "
                    "(engine_config.verl.cluster); set auto or cuda, and pick GPUs with CUDA_VISIBLE_DEVICES "
                    "(a CPU check of a verl install is scripts/verl_cpu_step/run.sh)")
-    if section["image_size"]:
-        out.append(f"{PREFIX}.image_size: the local engine shows observations at {section['image_size']}x"
-                   f"{section['image_size']}, verl at the size the env renders them; remove it and make the env "
-                   "render at that size (e.g. a smaller tile size in env.config), or train with --engine local")
+    if section["image_size"] and section["image_size"] != image_size:
+        out.append(f"{PREFIX}.image_size: {section['image_size']} is not rollout.image_size ({image_size}); the "
+                   "episode driver resizes observations for both engines at rollout.image_size: set that instead")
     if section["max_nan_steps"] != DEFAULTS["max_nan_steps"]:
         out.append(f"{PREFIX}.max_nan_steps: verl does not skip non-finite steps; remove it")
     if uses_critic and section["value_coef"] != DEFAULTS["value_coef"]:
