@@ -26,6 +26,7 @@ from vista_plugin_transformers.generation_control import (
     cancelled_generation,
 )
 from vista_plugin_transformers.image_cache import DEFAULT_CACHE_MB, caching_processor
+from vista_plugin_transformers.prompt_ids import PromptEncoder
 from vista_plugin_transformers.static_decode import StaticDecoder, StaticMode
 from vista_rl import Chat, Generation, ModelBackend, SamplingParams
 
@@ -113,6 +114,9 @@ class TransformersBackend(ModelBackend):
     ``image_cache_mb`` bounds the memory of processed images cached per image (0 turns the cache off).
     ``static_cache``: ``auto`` decodes with a static KV cache and a compiled step on CUDA (see
     :mod:`~vista_plugin_transformers.static_decode`), ``on`` also elsewhere, ``off`` never.
+    ``incremental_prompts``: tokenise each message once and a turn's prompt from its pieces (see
+    :mod:`~vista_plugin_transformers.prompt_ids`; checked against the processor on the first calls);
+    ``False`` renders and tokenises every chat whole, every call.
     """
 
     def __init__(
@@ -127,6 +131,7 @@ class TransformersBackend(ModelBackend):
         trust_remote_code: bool = False,
         image_cache_mb: float = DEFAULT_CACHE_MB,
         static_cache: StaticMode = "auto",
+        incremental_prompts: bool = True,
     ) -> None:
         if model is None and path is None:
             raise ValueError("transformers backend needs path=MODEL_DIR or model=... and processor=...")
@@ -164,6 +169,11 @@ class TransformersBackend(ModelBackend):
         # the processor the backend encodes with: processed images cached per image (see image_cache)
         self._encoder, self.image_cache = (caching_processor(processor, image_cache_mb) if image_cache_mb > 0
                                            else (processor, None))
+        #: chats tokenised a message at a time (None: whole chats through the processor)
+        self.prompts = PromptEncoder.for_processor(self._encoder) if incremental_prompts else None
+        self._prompts_checked: set[str] = set()  # "text", "images": compared with the processor's encoding
+        #: why whole chats are encoded although incremental prompts were asked for (None: they are not)
+        self.prompts_fallback: str | None = None
 
     # ------------------------------------------------------------------ token ids
     def _eos_ids(self) -> list[int]:
@@ -229,8 +239,26 @@ class TransformersBackend(ModelBackend):
         ``control``: a row its caller cancels stops at the next decode step (cut short, or
         ``finish_reason="abort"`` when it never started), and each step's tokens are handed to it
         as they are sampled (see :mod:`~vista_plugin_transformers.generation_control`)."""
-        return self._generate_all(chats, params, top_logprobs,
-                                  lambda rows: encode_chats(self._encoder, rows, padding_side="left"), control)
+        return self._generate_all(chats, params, top_logprobs, self._encode_chats, control)
+
+    def _encode_chats(self, chats: Sequence[Chat]) -> Any:
+        """The batch's model inputs: from the chats' pieces (:mod:`~vista_plugin_transformers.prompt_ids`)
+        once that path gave the processor's own encoding on a call with images and one without (it
+        is checked on those calls), else the processor on the whole chats."""
+        if self.prompts is None:
+            return encode_chats(self._encoder, chats, padding_side="left")
+        ours = self.prompts.collate([self.prompts.render(chat) for chat in chats])
+        kind = "images" if any(message.images for chat in chats for message in chat) else "text"
+        if kind in self._prompts_checked:
+            return ours
+        reference = encode_chats(self._encoder, chats, padding_side="left")
+        if not PromptEncoder.same_as(ours, reference):
+            self.prompts = None
+            self.prompts_fallback = (f"the chats' pieces did not give the processor's encoding of a chat with {kind}; "
+                                     "encoding whole chats")
+            return reference
+        self._prompts_checked.add(kind)
+        return ours
 
     def generate_text(self, prompts: Sequence[str], params: SamplingParams, *, top_logprobs: int = 0,
                       control: GenerationControl | None = None) -> list[list[Generation]]:
