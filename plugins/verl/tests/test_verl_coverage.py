@@ -10,6 +10,7 @@ trains).  A new field, or one whose change vanishes, fails here.  Runs without v
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -18,7 +19,7 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
-from vista_plugin_verl import coverage, local_section
+from vista_plugin_verl import coverage, local_section, sft
 from vista_plugin_verl.config import VerlEngineConfig, check_neutral, compose_overrides, engine_config
 from vista_plugin_verl.dataset import run_rows
 from vista_plugin_verl.engine import VerlEngine
@@ -57,7 +58,7 @@ CHANGES: dict[str, Any] = {
     "trainer.max_grad_norm": 0.5, "trainer.checkpoint_every": 2, "trainer.keep_checkpoints": 3,
     "trainer.eval_every": 2, "trainer.loggers": ["jsonl"],
     "sft.steps": 10, "sft.source": "jsonl", "sft.path": "other.jsonl", "sft.seeds.start": 60_000,
-    "sft.seeds.count": 32, "sft.batch_size": 4, "sft.lr": 1e-4, "sft.warmup_steps": 2, "sft.scheduler": "cosine",
+    "sft.seeds.count": 3, "sft.batch_size": 4, "sft.lr": 1e-4, "sft.warmup_steps": 2, "sft.scheduler": "cosine",
     "sft.max_grad_norm": 0.5,
     "eval.seeds.start": 200_000, "eval.seeds.count": 10, "eval.temperature": 0.5, "eval.at_start": False,
     "eval.after_sft": False,
@@ -72,6 +73,7 @@ CHANGES: dict[str, Any] = {
     "engine_config.verl.cluster.tensor_parallel_size": 2, "engine_config.verl.cluster.gpu_memory_utilization": 0.6,
     "engine_config.verl.cluster.max_prompt_length": 1024, "engine_config.verl.cluster.max_response_length": 1200,
     "engine_config.verl.overrides": ["trainer.val_only=true"], "engine_config.verl.python": "/usr/bin/python3",
+    "engine_config.verl.sft_overrides": ["data.num_workers=1"],
 }
 #: Keys whose treatment is structural, not a value verl reads.
 STRUCTURAL = {"engine"}
@@ -113,9 +115,11 @@ def effect(run: RunConfig) -> tuple[str, Any]:
         warnings = check_neutral(run)
     except ConfigError as exc:
         return "refused", str(exc)
-    overrides = compose_overrides(run, engine_config(run), "t.parquet", "v.parquet")
+    commands = [stage.command for stage in VerlEngine(run).stages(flash_attn=True)]
     rows = json.dumps(run_rows(run), sort_keys=True, default=str)
-    return "ok", (VerlEngine(run)._command(overrides), rows, warnings)
+    if run.sft.steps:  # the SFT stage's rows: the oracle's episodes, cut as the local engine cuts them
+        rows += json.dumps(sft.oracle_rows(run)[0], sort_keys=True, default=lambda value: hashlib.sha1(value).hexdigest())
+    return "ok", (commands, rows, warnings)
 
 
 def _setting(key: str, value: Any) -> str:

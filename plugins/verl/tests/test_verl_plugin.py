@@ -290,10 +290,11 @@ def test_composed_config_passes_verls_loader_and_dry_run(tiny, tmp_path) -> None
     engine = vista_rl.make_engine("verl", run=run)
     assert isinstance(engine, VerlEngine) and isinstance(engine, vista_rl.Engine)
     plan = engine.validate()  # composes and runs verl's validate_config; writes nothing
-    assert plan.details.startswith(f"{sys.executable} -m verl.trainer.main_ppo ")
+    assert plan.details.startswith(f"# rl: {sys.executable} -m verl.trainer.main_ppo ")
     assert not any(warning.startswith("verl is not installed") for warning in plan.warnings)
     assert not (tmp_path / "run").exists()
-    command, config = engine.prepare()
+    (stage,) = engine.prepare()
+    command, config = stage.command, stage.config
     assert command[1:3] == ["-m", "verl.trainer.main_ppo"] and (tmp_path / "run" / "data" / "train.parquet").is_file()
     assert config.algorithm.adv_estimator == "vista_bilevel_gae" and config.critic.enable is True
     assert config.algorithm.vista_params.turn_gamma == 0.95

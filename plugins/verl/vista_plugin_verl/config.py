@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from vista_plugin_verl import attention, local_section, loggers
+from vista_plugin_verl import attention, local_section, loggers, sft
 from vista_plugin_verl.agent_loop_name import AGENT_NAME
 from vista_plugin_verl.coverage import NOT_TRAINED
 from vista_plugin_verl.loggers import VERL_METRICS_FILE
@@ -46,6 +46,8 @@ class VerlEngineConfig(_Section):
     critic_lr: float = Field(1e-5, gt=0.0, description="the critic is its own model in verl, with its own optimizer")
     cluster: VerlCluster = Field(default_factory=VerlCluster)
     overrides: list[str] = Field(default_factory=list, description="raw Hydra overrides, applied last")
+    sft_overrides: list[str] = Field(default_factory=list, description="raw Hydra overrides of verl's SFT trainer "
+                                     "(sft_trainer_engine) for the SFT stage, applied last")
     python: str | None = Field(None, description="interpreter that runs verl (default: this one)")
 
 
@@ -107,10 +109,7 @@ def trains_differently(run: RunConfig, cfg: VerlEngineConfig) -> list[str]:
                for item in cfg.overrides):
             out.append(f"rollout.sequences: per-turn rows need verl's v1 trainer; trainer.use_v1=false (in "
                        f"engine_config.verl.overrides) keeps one output per sample ({LEGACY_SINGLE_OUTPUT})")
-    if run.sft.steps:
-        out.append(f"sft.steps: the local engine runs {run.sft.steps} SFT steps before RL, the verl engine none; "
-                   "run the SFT stage first (vista train --engine local CONFIG --set trainer.steps=0), then "
-                   "set model.path: RUN_DIR/models/sft and sft.steps: 0")
+    out += sft.refusals(run)
     if run.model.config:
         out.append(f"model.config: the local backend's model options ({', '.join(sorted(run.model.config))}) "
                    "do not reach verl, which loads model.path with actor_rollout_ref.model.*; set model.config: {} "
@@ -193,19 +192,35 @@ def _q(value: Any) -> str:
     return "'" + text.replace("'", "\\'") + "'"
 
 
+def loggers_plan(run: RunConfig, run_dir: Path) -> loggers.LoggerPlan:
+    """verl's tracking settings for the run's loggers, writing under ``run_dir``."""
+    return loggers.plan(run.trainer.loggers, run_dir)
+
+
+def policy_path(run: RunConfig) -> str:
+    """The model RL starts from: the SFT stage's Hugging Face copy when there is one, else model.path."""
+    if run.model.path is None:
+        raise ConfigError("model.path: the verl engine needs a Hugging Face model path or id")
+    if run.sft.steps:
+        return str(sft.hf_model_dir(Path(run.output_dir).resolve(), run.sft.steps))
+    return run.model.path
+
+
 def compose_overrides(run: RunConfig, cfg: VerlEngineConfig, train_file: str | Path, val_file: str | Path,
-                      resume: bool = False, flash_attn: bool = True) -> list[str]:
+                      resume: bool = False, flash_attn: bool = True, model_path: str | None = None) -> list[str]:
     """The run config as Hydra overrides of verl's ``ppo_trainer``: the neutral sections map onto
     verl's own keys, ``engine_config.verl`` adds the cluster, ``overrides`` come last.  ``resume``
     (``vista train --resume``) continues from the run directory's last checkpoint; otherwise verl starts
     afresh (its own default, ``auto``, would silently continue whatever checkpoint the directory holds).
     ``flash_attn``: whether the interpreter running verl has flash-attn (:mod:`.attention`; without
-    it the workers get sdpa and padded batches)."""
+    it the workers get sdpa and padded batches).  ``model_path``: start from this model instead of
+    :func:`policy_path` (the evaluation of the untrained model before an SFT stage)."""
     from vista_plugin_verl.estimators import verl_name
 
-    if run.model.path is None:
-        raise ConfigError("model.path: the verl engine needs a Hugging Face model path or id")
+    policy = model_path or policy_path(run)
     algo, trainer, evaluation, cluster = run.algorithm, run.trainer, run.eval, cfg.cluster
+    # the first validation: of the SFT model with an SFT stage (eval.after_sft), else of the untrained one
+    validate_first = evaluation.after_sft if run.sft.steps and model_path is None else evaluation.at_start
     estimator = verl_name(algo.estimator)
     critic = algo.uses_critic
     sampling = run.rollout.sampling
@@ -216,7 +231,7 @@ def compose_overrides(run: RunConfig, cfg: VerlEngineConfig, train_file: str | P
     params = dict(algo.estimator_params)
     gamma, lam = params.pop("gamma", 1.0), params.pop("lam", 1.0)
     actor = "actor_rollout_ref.actor"
-    tracking = loggers.plan(trainer.loggers, run_dir)
+    tracking = loggers_plan(run, run_dir)
     out = [
         f"data.train_files={_q(str(train_file))}",
         f"data.val_files={_q(str(val_file))}",
@@ -227,7 +242,7 @@ def compose_overrides(run: RunConfig, cfg: VerlEngineConfig, train_file: str | P
         "data.return_raw_chat=true",
         "data.return_multi_modal_inputs=false",
         "data.filter_overlong_prompts=false",
-        f"actor_rollout_ref.model.path={_q(run.model.path)}",
+        f"actor_rollout_ref.model.path={_q(policy)}",
         f"{actor}.optim.lr={algo_lr(trainer.lr)}",
         f"{actor}.optim.weight_decay={trainer.weight_decay!r}",
         f"{actor}.optim.betas=[{trainer.betas[0]!r},{trainer.betas[1]!r}]",
@@ -271,7 +286,7 @@ def compose_overrides(run: RunConfig, cfg: VerlEngineConfig, train_file: str | P
         f"trainer.save_freq={trainer.checkpoint_every or trainer.steps}",
         f"trainer.max_actor_ckpt_to_keep={trainer.keep_checkpoints}",
         f"trainer.max_critic_ckpt_to_keep={trainer.keep_checkpoints}",
-        f"trainer.val_before_train={_q(evaluation.at_start)}",
+        f"trainer.val_before_train={_q(validate_first)}",
         f"trainer.n_gpus_per_node={cluster.n_gpus_per_node}",
         f"trainer.nnodes={cluster.nnodes}",
         f"trainer.default_local_dir={_q(str(run_dir / 'checkpoints'))}",
@@ -286,7 +301,7 @@ def compose_overrides(run: RunConfig, cfg: VerlEngineConfig, train_file: str | P
     out += [f"+ray_kwargs.ray_init.runtime_env.env_vars.{name}={_q(value)}" for name, value in sorted(tracking.env.items())]
     if critic:
         out += [
-            f"critic.model.path={_q(run.model.path)}",
+            f"critic.model.path={_q(policy)}",  # as the local value head, it starts from the SFT body
             f"critic.optim.lr={algo_lr(cfg.critic_lr)}",
             f"critic.optim.weight_decay={trainer.weight_decay!r}",
             f"critic.ppo_mini_batch_size={mini_batch}",
