@@ -349,10 +349,12 @@ def test_the_plan_stores_shared_runs_once_and_each_token_sees_only_its_own_row()
         assert torch.equal(_row_visibility(plain, slot), torch.ones(n, n, dtype=torch.bool).tril())
 
 
+@pytest.mark.parametrize("chunk_rows", [3, 100])  # 4 chunks (recomputed in the backward), or one (kept)
 @pytest.mark.parametrize("bias", [False, True])
-def test_chunked_logprobs_equal_log_softmax_in_value_and_gradient(bias: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_chunked_logprobs_equal_log_softmax_in_value_and_gradient(bias: bool, chunk_rows: int,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     torch.manual_seed(0)
-    monkeypatch.setattr(token_logprobs, "CHUNK_ELEMENTS", 3 * 50)  # chunks of 3 rows of a 50-token vocabulary
+    monkeypatch.setattr(token_logprobs, "CHUNK_ELEMENTS", chunk_rows * 50)  # rows of a 50-token vocabulary
     head = torch.nn.Linear(16, 50, bias=bias)
     hidden = torch.randn(11, 16, requires_grad=True)
     targets = torch.randint(0, 50, (11,))

@@ -43,6 +43,7 @@ class _ChunkedLogprobs(torch.autograd.Function):
         picked = torch.empty(hidden.shape[0], dtype=torch.float32, device=hidden.device)
         entropy = torch.empty_like(picked)
         lse = torch.empty_like(picked)
+        logits = picked  # placeholder: the last chunk's logits are kept when there is only one chunk
         with torch.autocast(hidden.device.type, enabled=False):
             for start in range(0, hidden.shape[0], chunk):
                 rows = slice(start, start + chunk)
@@ -51,13 +52,15 @@ class _ChunkedLogprobs(torch.autograd.Function):
                 picked[rows] = logits.gather(-1, targets[rows, None]).squeeze(-1) - lse[rows]
                 probs = torch.exp(logits - lse[rows, None])
                 entropy[rows] = lse[rows] - (probs * logits).sum(-1)
-        ctx.save_for_backward(hidden, weight, bias, targets, suppressed, lse, entropy)
+        # One chunk (what fits the budget anyway) is kept rather than computed again in the backward.
+        kept = logits if hidden.shape[0] <= chunk else None
+        ctx.save_for_backward(hidden, weight, bias, targets, suppressed, lse, entropy, kept)
         ctx.temperature, ctx.chunk, ctx.dtype = temperature, chunk, dtype
         return picked, entropy
 
     @staticmethod
     def backward(ctx: Any, grad_picked: torch.Tensor | None, grad_entropy: torch.Tensor | None) -> tuple[Any, ...]:
-        hidden, weight, bias, targets, suppressed, lse, entropy = ctx.saved_tensors
+        hidden, weight, bias, targets, suppressed, lse, entropy, kept = ctx.saved_tensors
         want_hidden, want_weight, want_bias = ctx.needs_input_grad[:3]
         grad_hidden = torch.zeros_like(hidden) if want_hidden else None
         grad_weight = torch.zeros(weight.shape, dtype=torch.float32, device=weight.device) if want_weight else None
@@ -65,7 +68,8 @@ class _ChunkedLogprobs(torch.autograd.Function):
         with torch.autocast(hidden.device.type, enabled=False):
             for start in range(0, hidden.shape[0], ctx.chunk):
                 rows = slice(start, start + ctx.chunk)
-                logits = _logits(hidden[rows], weight, bias, ctx.temperature, suppressed, ctx.dtype)
+                logits = kept if kept is not None else _logits(hidden[rows], weight, bias, ctx.temperature,
+                                                               suppressed, ctx.dtype)
                 log_probs = logits - lse[rows, None]
                 probs = torch.exp(log_probs)
                 grad = torch.zeros_like(logits)
