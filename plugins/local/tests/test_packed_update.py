@@ -39,12 +39,13 @@ SYSTEM = "Answer with the cell of the odd shape."
 LAYOUTS: tuple[Layout, ...] = ("padded", "packed", "shared_prefix")
 
 
-def _policy(model_dir: Path, *, value_head: bool = False, attention: str | None = None) -> Policy:
+def _policy(model_dir: Path, *, value_head: bool = False, attention: str | None = None,
+            precision: str = "fp32") -> Policy:
     model, processor = load_pretrained(str(model_dir))
     if attention is not None:
         model.set_attn_implementation(attention)
     torch.manual_seed(0)
-    return Policy(model, processor, torch.device("cpu"), value_head=value_head)
+    return Policy(model, processor, torch.device("cpu"), value_head=value_head, precision=precision)
 
 
 class Rows:
@@ -251,6 +252,24 @@ def test_eager_attention_takes_the_additive_mask(tiny_model_dir: Path) -> None:
     results = {layout: _update(policy, samples, layout, old={}, algorithm=AlgorithmSection(), micro=4)
                for layout in LAYOUTS}
     _assert_same_update(results)
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+def test_under_bf16_autocast_the_packed_update_matches_within_bf16_rounding(attention: str,
+                                                                           tiny_model_dir: Path) -> None:
+    """bf16 autocast (as on a GPU; here on the CPU): the mask, positions and chunked head run in
+    the autocast dtype; losses and gradients agree with the padded batch to bf16's precision."""
+    policy = _policy(tiny_model_dir, attention=attention, precision="bf16")
+    assert policy.amp_dtype == torch.bfloat16
+    samples = _samples(policy, "per_turn")
+    results = {layout: _update(policy, samples, layout, old={}, algorithm=AlgorithmSection(), micro=len(samples))
+               for layout in ("padded", "shared_prefix")}
+    (padded, padded_grads), (shared, shared_grads) = results["padded"], results["shared_prefix"]
+    for key in ("loss", "pg_loss", "entropy", "grad_norm"):
+        assert shared[key] == pytest.approx(padded[key], rel=3e-2, abs=1e-3), key
+    flat = torch.cat([grad.flatten() for grad in padded_grads.values()])
+    other = torch.cat([shared_grads[name].flatten() for name in padded_grads])
+    assert torch.nn.functional.cosine_similarity(flat, other, dim=0) > 0.99
 
 
 def test_a_group_that_lost_a_failed_episode_shares_what_is_left(tiny_model_dir: Path) -> None:
