@@ -18,6 +18,7 @@ from vista_plugin_gamekit.textgame import ActionResult, GameConfig, TextGameEnv
 
 from vista_plugin_frozenlake import render
 from vista_plugin_frozenlake.lake import ACTION_NAMES, LakeMap, from_rows, generate_map, neighbour
+from vista_plugin_frozenlake.teachers import teacher_plan
 
 RULES = (
     "You are a FrozenLake solver.\n"
@@ -51,6 +52,10 @@ class FrozenLakeConfig(GameConfig):
     progress_reward: float = Field(
         0.0, description="turn-level reward: this times the drop in shortest-path distance to the goal on "
         "each move (a move away costs as much, a bump into the edge nothing), so every turn is scored")
+    teacher: Literal["oracle", "goalward", "hole_blind"] = Field(
+        "oracle", description="whose moves oracle_response gives (SFT data): oracle (shortest path, exact), "
+        "goalward (never steps away from the goal) or hole_blind (row then column, ignoring holes); "
+        "vista_plugin_frozenlake.teachers")
 
     @model_validator(mode="after")
     def _check(self) -> FrozenLakeConfig:
@@ -192,6 +197,8 @@ class FrozenLakeEnv(TextGameEnv):
         if self._map is None:
             return None
         lake = self._map
+        if self.config.teacher != "oracle":  # a flawed teacher (issue 38): its moves, even into a hole
+            return teacher_plan(self.config.teacher, lake, self._player) or None
         # Holes have distance -1, so the plan never steps into one and none starts from one.
         return greedy_plan(self._player, lake.distance.__getitem__,
                            lambda cell: ((action, neighbour(lake.size, cell, action)) for action in range(4)))

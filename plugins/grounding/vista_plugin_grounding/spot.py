@@ -50,6 +50,7 @@ from vista_plugin_visual_search.small import (
 from vista_plugin_vqa.base import Problem
 
 from vista_plugin_grounding.grounded import GroundedConfig, GroundedQAEnv, GroundingReward
+from vista_plugin_grounding.teachers import teacher_place
 
 QUESTION = "What colour is the dot inside the frame?"
 
@@ -70,6 +71,9 @@ class SpotConfig(GroundedConfig):
         "the SFT teacher's systematic grounding error: on this share of seeds (fixed per seed) whose frame is "
         "not in the first column, the oracle cites and zooms at the place one column to the left, then "
         "answers the true colour (right answer, wrong grounding); rollouts and evals never call the oracle"))
+    teacher: Literal["oracle", "off_right"] = Field(
+        "oracle", description="whose chains oracle_response gives (SFT data): oracle (exact) or off_right (cites "
+        "right-column frames one cell to the left, then guesses); vista_plugin_grounding.teachers")
 
     @field_validator("marker")
     @classmethod
@@ -144,10 +148,14 @@ class SpotZoomEnv(GroundedQAEnv):
         scene = generate_spot_scene(seed, config.grid, config.display_size, config.factor, tuple(config.colours),
                                     config.marker)
         x, y = scene.point
-        info = {"target_point": [x, y], "teacher_point": list(self.teacher_point(seed, scene.point)),
-                "target_boxes": [list(scene.frame)], "dot_colour": scene.colour,
-                "oracle_reasoning": f"The zoom shows a {scene.colour} dot."}
-        return Problem(QUESTION, [scene.shown], scene.colour, "exact", oracle_answer=scene.colour,
+        cited = self.teacher_point(seed, scene.point)
+        # A flawed teacher (issue 38) that zoomed off the frame saw no dot: it guesses the first colour.
+        answer, reason = scene.colour, f"The zoom shows a {scene.colour} dot."
+        if self.config.teacher != "oracle" and cited != scene.point:
+            answer, reason = config.colours[0], f"The zoom shows no dot; I guess {config.colours[0]}."
+        info = {"target_point": [x, y], "teacher_point": list(cited),
+                "target_boxes": [list(scene.frame)], "dot_colour": scene.colour, "oracle_reasoning": reason}
+        return Problem(QUESTION, [scene.shown], scene.colour, "exact", oracle_answer=answer,
                        full_resolution={0: scene.full}, info=info)
 
     def answer_is_plausible(self, answer: str) -> bool:
@@ -158,6 +166,8 @@ class SpotZoomEnv(GroundedQAEnv):
         column to the left (ViGoRL's teacher chains pass an answer-correctness filter, not a grounding one,
         so chains whose point is off but whose answer is right are SFT data too)."""
         places = marker_centres(self.config.grid, self.config.display_size)
+        if self.config.teacher != "oracle":
+            return places[teacher_place(self.config.teacher, places.index(point), self.config.grid)]
         column = places.index(point) % self.config.grid
         if column == 0 or random.Random(seed * 7919 + 13).random() >= self.config.oracle_confusion:
             return point

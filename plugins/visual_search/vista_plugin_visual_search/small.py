@@ -35,6 +35,8 @@ from PIL import Image, ImageDraw
 from pydantic import Field, field_validator
 from vista_plugin_vqa.base import Problem, QAEnvConfig, ToolQAEnv
 
+from vista_plugin_visual_search.teachers import teacher_marker
+
 #: Answer colours (channels in 1..255 so the complement 256 - c stays a valid byte); no colour's
 #: complement is itself an answer colour, so the crop's colours name the answer without asking which
 #: one is the dot and which the square around it.
@@ -131,6 +133,9 @@ class SmallZoomConfig(QAEnvConfig):
     marker: int = Field(2, ge=2, le=32, description="marker side in view pixels (even)")
     zoom_offset: int = Field(4, ge=4, description="crop_zoom offset (view pixels) the oracle and prompt use")
     zoom_size: int = Field(224, ge=32, le=2048, description="crop_zoom size (pixels) the oracle and prompt use")
+    teacher: Literal["oracle", "first_column"] = Field(
+        "oracle", description="whose replies oracle_response gives (SFT data): oracle (exact) or first_column "
+        "(zooms at the named row's first marker, answers what it sees); vista_plugin_visual_search.teachers")
 
     @field_validator("marker")
     @classmethod
@@ -180,15 +185,19 @@ class SmallZoomEnv(ToolQAEnv):
         scene = generate_marker_scene(seed, self.config.grid, self.config.display_size, self.config.factor,
                                       tuple(self.config.colours), self.config.marker)
         x, y = scene.point
+        # The teacher's zoom and answer (issue 38): the named marker for the oracle, another for a flawed one.
+        looked = teacher_marker(self.config.teacher, scene.target, self.config.grid)
+        tx, ty = scene.centres[looked]
+        seen = scene.colours[looked]
         info = {"target_point": [x, y], "target_index": scene.target, "marker_colours": list(scene.colours),
-                "oracle_reasoning": f"The zoom at ({x}, {y}) shows a {scene.answer} dot."}
+                "teacher_point": [tx, ty], "oracle_reasoning": f"The zoom at ({tx}, {ty}) shows a {seen} dot."}
         return Problem(f"What colour is the dot at ({x}, {y})?", [scene.shown], scene.answer, "exact",
-                       oracle_answer=scene.answer, full_resolution={0: scene.full}, info=info)
+                       oracle_answer=seen, full_resolution={0: scene.full}, info=info)
 
     def answer_is_plausible(self, answer: str) -> bool:
         return answer.strip().lower().rstrip(".") in self.config.colours
 
     def oracle_tool_call(self) -> dict[str, Any] | None:
         assert self.problem is not None
-        x, y = self.problem.info["target_point"]
+        x, y = self.problem.info["teacher_point"]
         return {**self.tool_call_example(x, y), "think": f"The dot at ({x}, {y}) is too small; I zoom there."}

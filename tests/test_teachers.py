@@ -1,0 +1,89 @@
+"""Scripted teachers with systematic, stated errors (issue 38): each fails exactly where its stated
+flaw says, the perfect oracle stays the default, and SFT data generation picks the teacher up through
+the env config (``teacher: NAME``)."""
+
+from __future__ import annotations
+
+import pytest
+from vista_plugin_frozenlake.lake import ACTION_NAMES, from_rows
+from vista_plugin_frozenlake.teachers import goalward_plan, hole_blind_plan
+from vista_plugin_grounding.teachers import teacher_place
+from vista_plugin_visual_search.small import generate_marker_scene
+from vista_plugin_visual_search.teachers import teacher_marker
+
+import vista_rl
+from vista_rl.config import RolloutSection
+from vista_rl.rollout import RolloutEngine, episode_specs
+
+
+def names(plan: list[int]) -> list[str]:
+    return [ACTION_NAMES[action] for action in plan]
+
+
+def test_goalward_never_steps_away_and_fails_where_the_only_path_detours():
+    # Start (0,0), goal (0,2), a hole between them: every path detours through row 1.
+    lake = from_rows(["SHGF", "FFFF", "FFFF", "FFFF"])
+    plan = goalward_plan(lake, lake.start)
+    assert names(plan) == ["Right"]  # the only move toward the goal, into the hole
+    assert lake.distance[lake.start] == 4  # the oracle's path exists (down, right, right, up)
+    # Where a path toward the goal exists, it is a shortest one.
+    open_lake = from_rows(["SFFF", "FHFF", "FFFF", "FFFG"])
+    plan = goalward_plan(open_lake, open_lake.start)
+    assert len(plan) == open_lake.distance[open_lake.start] == 6
+
+
+def test_hole_blind_walks_row_first_into_holes():
+    lake = from_rows(["SFHF", "FFFF", "FFFG", "FFFF"])
+    assert names(hole_blind_plan(lake, lake.start)) == ["Right", "Right", "Right", "Down", "Down"]
+
+
+def play(env_id: str, config: dict, seeds: range, max_turns: int = 6) -> list[bool]:
+    rollout = RolloutSection(max_turns=max_turns, group_size=1, batch_size=16)
+    with RolloutEngine(vista_rl.make_model("scripted", path="oracle"), rollout, seed=0) as engine:
+        return [bool(t.success) for t in engine.run(episode_specs(env_id, seeds, 1, config))]
+
+
+FROZENLAKE = {"render_mode": "vision", "prompt_format": "no_think", "max_actions_per_step": 1,
+              "random_start_goal": True, "max_solution_steps": 5}
+
+
+@pytest.mark.parametrize("env_id, config, teacher, low, high", [
+    ("frozenlake/frozenlake-v0", FROZENLAKE, "hole_blind", 0.6, 0.9),
+    ("frozenlake/frozenlake-v0", FROZENLAKE, "goalward", 0.85, 0.999),
+    ("visual_search/zoom-small-v0", {"prompt_format": "no_think"}, "first_column", 0.45, 0.8),
+    ("grounding/zoom-spot-v0", {"execute_tools": True}, "off_right", 0.55, 0.9),
+])
+def test_a_flawed_teacher_fails_on_its_share_and_the_oracle_stays_perfect(env_id, config, teacher, low, high):
+    seeds = range(1000, 1120)
+    assert all(play(env_id, config, seeds))  # the default teacher is the exact oracle
+    wins = play(env_id, {**config, "teacher": teacher}, seeds)
+    assert low <= sum(wins) / len(wins) <= high
+
+
+def test_first_column_zooms_at_the_rows_first_marker_and_answers_what_it_sees():
+    env = vista_rl.make_env("visual_search/zoom-small-v0", teacher="first_column", prompt_format="no_think")
+    for seed in range(20):
+        _, info = env.reset(seed=seed)
+        scene = generate_marker_scene(seed)
+        looked = teacher_marker("first_column", scene.target, 2)
+        assert looked % 2 == 0 and looked // 2 == scene.target // 2
+        x, y = scene.centres[looked]
+        assert f"[{x}, {y}]" in env.oracle_response()
+        assert info["teacher_point"] == [x, y]
+    assert teacher_marker("oracle", 3, 2) == 3
+    with pytest.raises(ValueError, match="unknown"):
+        teacher_marker("psychic", 0, 2)
+
+
+def test_off_right_cites_the_last_column_one_cell_left():
+    assert [teacher_place("off_right", i, 3) for i in range(9)] == [0, 1, 1, 3, 4, 4, 6, 7, 7]
+    env = vista_rl.make_env("grounding/zoom-spot-v0", teacher="off_right")
+    shifted = 0
+    for seed in range(30):
+        _, info = env.reset(seed=seed)
+        reply = env.oracle_response()
+        if info["teacher_point"] != info["target_point"]:
+            shifted += 1
+            assert info["target_point"][0] > info["teacher_point"][0]
+        assert f"[{info['teacher_point'][0]}, {info['teacher_point'][1]}]" in reply
+    assert shifted > 0
