@@ -61,13 +61,59 @@ def test_convert_options_split_limit_and_reference_mode(tmp_path):
     assert row["metadata"]["judge"] == "vqa_accuracy" and len(row["answer"]) == 10
     assert Path(row["images"][0]).is_absolute() and Path(row["images"][0]).is_file()
     assert not (tmp_path / "out" / "images").exists()
-    # absolute paths load only inside named roots: the printed eval command names them
-    assert "dataset_config.image_root=[" in result.output
+    # the printed eval line is the same records_path line as for copied images (the operator's own file)
+    assert f"env.config.records_path={tmp_path / 'out' / 'aokvqa-val.jsonl'}" in result.output
+    assert "image_root" not in result.output
+    # read as a release (no absolute_images), absolute paths still load only inside named roots
     with pytest.raises(ValueError, match="every record was refused"):
         vista_rl.make_dataset("records", path=str(tmp_path / "out" / "aokvqa-val.jsonl"))
     loaded = vista_rl.make_dataset("records", path=str(tmp_path / "out" / "aokvqa-val.jsonl"),
                                    image_root=[str(root), str(coco)])
     assert loaded[0].images == row["images"]
+    own = vista_rl.make_dataset("records", path=str(tmp_path / "out" / "aokvqa-val.jsonl"), absolute_images=True)
+    assert own[0].images == row["images"]
+
+
+def _records_release(folder: Path) -> Path:
+    """A records file as a user writes one: images named relative to it, one in a sub-folder."""
+    (folder / "pics").mkdir(parents=True)
+    Image.new("RGB", (32, 32), "red").save(folder / "pics" / "red.png")
+    Image.new("RGB", (32, 32), "blue").save(folder / "blue.png")
+    rows = [{"id": "r1", "dataset": "mine", "images": ["pics/red.png"], "question": "What colour?", "answer": "red"},
+            {"id": "r2", "dataset": "mine", "images": ["blue.png"], "question": "What colour?", "answer": "blue"}]
+    path = folder / "mine.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+@pytest.mark.parametrize("images", ["copy", "reference"])
+def test_convert_then_eval_for_both_image_modes(tmp_path, images):
+    """Issue 34 item 7: `vista data convert records FILE DST --images reference` wrote absolute paths
+    that `vista eval` then refused for every record.  Both modes' output now evaluates as printed:
+    through `--set env.config.records_path=` and through a run config file that names it."""
+    release = _records_release(tmp_path / "release")
+    dst = tmp_path / "converted"
+    result = _cli("data", "convert", "records", release, dst, "--images", images)
+    assert result.exit_code == 0, result.output
+    (jsonl,) = dst.glob("*.jsonl")
+    rows = [json.loads(line) for line in jsonl.read_text().splitlines()]
+    assert [row["id"] for row in rows] == ["r1", "r2"]
+    for row in rows:
+        path = Path(row["images"][0])
+        assert path.is_absolute() == (images == "reference")
+        assert (path if path.is_absolute() else dst / path).is_file()
+    assert f"--set env.config.records_path={jsonl}\n" in result.output  # one line, ready to copy
+    summary = _eval("vqa/short-answer-v0", jsonl, tmp_path / "eval", 2)
+    assert summary["success_rate"]["value"] == 1.0
+    judged = [json.loads(line) for line in (tmp_path / "eval" / "trajectories.jsonl").read_text().splitlines()]
+    assert len(judged) == 2
+    # the same file named in a run config (the operator's own) evaluates too
+    config = tmp_path / "run.yaml"
+    config.write_text(f"env:\n  id: vqa/short-answer-v0\n  config:\n    records_path: {jsonl}\n")
+    result = _cli("eval", config, "--model", "scripted:oracle", "--episodes", 2, "--max-turns", 2,
+                  "--out", tmp_path / "eval-config")
+    assert result.exit_code == 0, result.output
+    assert json.loads((tmp_path / "eval-config" / "metrics.json").read_text())["success_rate"]["value"] == 1.0
 
 
 def test_images_outside_src_and_pickled_diagrams_are_copied(tmp_path):
@@ -203,6 +249,10 @@ def test_records_files_naming_host_paths_are_refused_per_record(tmp_path):
     assert "record host: path '/etc/hostname' is absolute" in data.refused[0][1]
     wider = vista_rl.make_dataset("records", path=str(sub / "r.jsonl"), image_root=[str(sub), str(tmp_path)])
     assert [r.id for r in wider] == ["fine"]  # a second root admits absolute paths inside it, never '..'
+    # the operator's own file (records_path) keeps absolute paths as written; '..' stays refused
+    own = vista_rl.make_dataset("records", path=str(sub / "r.jsonl"), absolute_images=True)
+    assert [r.id for r in own] == ["fine", "host"] and own[1].images == ["/etc/hostname"]
+    assert [record_id for record_id, _ in own.refused] == ["up"]
 
 
 def test_resolve_inside_is_the_one_rule(tmp_path):

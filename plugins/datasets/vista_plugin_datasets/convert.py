@@ -4,7 +4,8 @@ turns downloaded files into training and eval data.
 
 Images are copied under ``DST/images/NAME/`` (keeping their path inside SRC) and the records point
 at them relative to the JSONL file, so DST can be moved as a whole; ``--images reference`` keeps
-absolute paths to the originals instead.  A record whose image is missing is skipped and reported,
+absolute paths to the originals instead (``records_path``, the operator's own file, loads them as they
+are; a release read here may not name absolute paths).  A record whose image is missing is skipped and reported,
 not fatal: one bad item must not cost the other ten thousand.
 
 Release files are data, never host paths: every image convert reads must resolve (symlinks
@@ -206,13 +207,10 @@ def convert_command(name: str, src: Path, dst: Path, split: str | None, options:
     if result.refused:
         console.print(f"{len(result.refused)} record(s) refused: they name paths outside the release or DST",
                       style="red")
-    source = f"--set env.config.records_path={result.path}"
-    if images == "reference":  # absolute paths into the release: the records loader admits them inside named roots
-        roots = ", ".join(str(root.resolve()) for root in read_roots(src, config))
-        source = (f"--set env.config.dataset=records --set env.config.dataset_config.path={result.path} "
-                  f"--set 'env.config.dataset_config.image_root=[{roots}]'")
-    console.print(f"eval: vista eval --env {env_for(result)} --model scripted:oracle {source}",
-                  markup=False, highlight=False)
+    # one line for both modes: records_path is the operator's own file, so --images reference's
+    # absolute paths load as they are; soft_wrap keeps the line whole for copying
+    console.print(f"eval: vista eval --env {env_for(result)} --model scripted:oracle "
+                  f"--set env.config.records_path={result.path}", markup=False, highlight=False, soft_wrap=True)
 
 
 def env_for(result: ConvertResult) -> str:

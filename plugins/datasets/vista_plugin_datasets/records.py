@@ -137,28 +137,39 @@ def _materialize(value: Any, cache_dir: Path, stem: str, index: int) -> str:
     raise ValueError(f"cannot read an image from a cell of type {type(value).__name__}")
 
 
-def _image_path(cell: Any, roots: list[Path], cache: Path, stem: str, index: int, record_id: str) -> str:
+def _image_path(cell: Any, roots: list[Path], cache: Path, stem: str, index: int, record_id: str,
+                absolute: bool = False) -> str:
     """One image cell as a path confined to the declared roots: bytes become a file in ``cache``;
-    a relative path resolves inside the first root; an absolute one must already lie in a root."""
+    a relative path resolves inside the first root; an absolute one must already lie in a root,
+    unless ``absolute`` says the file is the operator's own (then it is kept as written)."""
     if isinstance(cell, Mapping) and cell.get("bytes"):
         return _materialize(cell, cache, stem, index)
     text = _materialize(cell, cache, stem, index)
     if Path(text).is_absolute():
         real = Path(text).resolve()
-        if any(real.is_relative_to(root.resolve()) for root in roots):
+        if absolute or any(real.is_relative_to(root.resolve()) for root in roots):
             return text
-        raise PathRefused(record_id, text, " or ".join(map(str, roots)), "is absolute and outside the image root")
+        raise PathRefused(record_id, text, " or ".join(map(str, roots)),
+                          "is absolute and outside the image root (a records file of your own may name "
+                          "absolute paths: give it as records_path, or pass absolute_images=True)")
     return str(resolve_inside(roots[0], text, record_id))
 
 
 def load_records(path: str | Sequence[str], columns: Mapping[str, str] | None = None,
                  image_root: str | Sequence[str] | None = None, image_cache_dir: str | None = None,
-                 dataset: str | None = None, limit: int | None = None) -> TaskDataset:
+                 dataset: str | None = None, limit: int | None = None,
+                 absolute_images: bool = False) -> TaskDataset:
     """Read TaskRecords.  ``columns`` maps TaskRecord fields to the file's column names (e.g.
     ``{"question": "query", "answer": "label", "images": "image"}``); unmapped extra columns go to
     ``metadata``.  Image paths are data: relative ones resolve inside ``image_root`` (default: the
     file's folder; a list names several roots, the first for relative paths), absolute ones must lie
-    inside a root, and a row naming any other path is refused (counted on ``dataset.refused``)."""
+    inside a root, and a row naming any other path is refused (counted on ``dataset.refused``).
+
+    ``absolute_images=True`` is for the operator's own file (a run config's ``records_path``, which
+    only the operator sets): its absolute image paths are kept as written, so the output of
+    ``vista data convert --images reference`` evaluates.  A release read by ``vista data convert``
+    keeps the default, since whoever published it must not make us read host files; relative paths
+    are confined either way."""
     paths = [Path(path)] if isinstance(path, str) else [Path(p) for p in path]
     mapping = dict(columns or {})
     fields = set(TaskRecord.model_fields)
@@ -182,8 +193,8 @@ def load_records(path: str | Sequence[str], columns: Mapping[str, str] | None = 
             if not isinstance(images, list):
                 images = [images]
             try:
-                data["images"] = [_image_path(cell, roots + [cache], cache, file.stem, row_number * 16 + k, data["id"])
-                                  for k, cell in enumerate(images)]
+                data["images"] = [_image_path(cell, roots + [cache], cache, file.stem, row_number * 16 + k, data["id"],
+                                              absolute_images) for k, cell in enumerate(images)]
             except PathRefused as exc:
                 refused.append((exc.record_id, str(exc)))
                 continue

@@ -5,7 +5,8 @@ datasets are cached per process, since check_env and rollouts create many env in
 What a remote client may set (``vista env-server``) is marked here, once, for every record env:
 ``records_path`` and ``dataset_config`` are server-only (they name host files and factory
 arguments); ``records`` are client data whose image references the server resolves inside its
-``--records-root`` (or inline ``data:image/...;base64,`` images), see :mod:`vista_rl.config_fields`."""
+``--records-root`` (or inline ``data:image/...;base64,`` images), see :mod:`vista_rl.config_fields`.
+Because only the operator names ``records_path``, its records may name absolute image paths."""
 
 from __future__ import annotations
 
@@ -44,7 +45,9 @@ def _load(key: str) -> tuple[TaskRecord, ...]:
     if spec.get("records"):
         return tuple(TaskRecord(**row) for row in spec["records"])
     if spec.get("records_path"):
-        return tuple(vista_rl.make_dataset("records", path=spec["records_path"]))
+        # records_path is the operator's own file (HostPath: no client sets it), so the absolute image
+        # paths of `vista data convert --images reference` are kept; a client's records never get here
+        return tuple(vista_rl.make_dataset("records", path=spec["records_path"], absolute_images=True))
     return tuple(vista_rl.make_dataset(spec["dataset"], **spec["dataset_config"]))
 
 
