@@ -16,11 +16,15 @@ logger = logging.getLogger(__name__)
 
 def activate() -> None:
     """Register everything in verl (idempotent)."""
-    from vista_plugin_verl import agent_loop  # noqa: F401 - @register("vista_agent") runs on import
+    from vista_plugin_verl import (
+        agent_loop,  # noqa: F401 - @register("vista_agent") runs on import
+        patches,
+    )
     from vista_plugin_verl.estimators import install_bridge, register_in_verl
 
     register_in_verl()
     install_bridge()
+    patches.install()  # named, tested fixes of verl 0.9.x bugs (vista_plugin_verl/patches.py)
 
 
 try:

@@ -1,0 +1,82 @@
+"""Narrow, named patches of verl 0.9.x, each for one bug we hit, each tested (tests/verl/test_verl_patches.py).
+
+``mrope_equal_lengths``: Qwen2-VL/2.5-VL rows carry 4-row position ids (text + 3 M-RoPE rows, shape
+``(4, L)`` per row, ``verl/experimental/agent_loop/agent_loop.py:920-965``).  verl's engine expects them
+as one jagged tensor ragged on the last dim (``values()`` of shape ``(4, sum L)``,
+``verl/workers/engine/fsdp/transformer_impl.py:1193-1194``).  TransferQueue hands a batch back packed
+by ``torch.nested.as_nested_tensor(rows, layout=torch.jagged)``
+(``transfer_queue/storage/managers/simple_storage_manager.py:574``); when every row of the batch has
+the same length ``L`` (one-turn envs, per-turn rows of a fixed-size observation: common) torch makes it
+ragged on dim 1 instead, values ``(4B, L)``.  verl's own workaround, ``maybe_fix_3d_position_ids``
+(``verl/utils/tensordict_utils.py:910-915``, called first thing in ``train_mini_batch``,
+``verl/workers/engine_workers.py:252``), then relabels it ragged on dim 2 without moving the data,
+and the mini-batch split fails in ``index_select_tensor_dict``'s ``unbind``
+(``split_with_sizes expects split_sizes to sum exactly to L ... got [4, 4, 4, 4]``).  The patched
+function rebuilds such a tensor from its rows (lengths from ``input_ids``), ragged on dim 2, before
+verl's relabelling; every other tensor goes to verl's function unchanged.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+#: verl versions the patches were written against (a newer verl may have fixed them: not patched)
+VERL_SERIES = "0.9."
+#: modules that bind ``maybe_fix_3d_position_ids`` by name at import
+_USERS = ("verl.workers.engine_workers", "verl.workers.engine.base", "verl.workers.engine_workers_tinker")
+_ORIGINAL: dict[str, Callable[..., Any]] = {}
+
+
+def rows_of_position_ids(position_ids: Any, lengths: list[int]) -> list[Any] | None:
+    """Each row's ``(k, L_i)`` position ids from a 3-D jagged tensor however it is laid out: ragged on
+    the last dim (values ``(k, sum L)``) or, all rows equal, on dim 1 (values ``(B k, L)``).  None
+    where neither layout fits the lengths."""
+    values = position_ids.values()
+    batch = len(lengths)
+    if values.dim() != 2 or not batch:
+        return None
+    if values.shape[1] == sum(lengths) and getattr(position_ids, "_ragged_idx", 2) == 2:
+        return list(values.split(lengths, dim=1))
+    if len(set(lengths)) == 1 and values.shape[1] == lengths[0] and values.shape[0] % batch == 0:
+        return list(values.reshape(batch, values.shape[0] // batch, lengths[0]).unbind(0))
+    return None
+
+
+def fix_3d_position_ids(data: Any) -> None:
+    """verl's ``maybe_fix_3d_position_ids`` that also repairs a batch of equal-length M-RoPE rows."""
+    from verl.utils.tensordict_utils import nested_tensor_from_tensor_list
+
+    keys = data.keys()
+    if "position_ids" in keys and "input_ids" in keys:
+        ids, positions = data["input_ids"], data["position_ids"]
+        if positions.is_nested and positions.dim() == 3 and getattr(positions, "_ragged_idx", 2) == 1 and ids.is_nested:
+            lengths = [int(length) for length in ids.offsets().diff().tolist()]
+            rows = rows_of_position_ids(positions, lengths)
+            if rows is not None:
+                data["position_ids"] = nested_tensor_from_tensor_list([row.contiguous() for row in rows], ragged_idx=2)
+    _ORIGINAL["maybe_fix_3d_position_ids"](data)
+
+
+def install() -> list[str]:
+    """Apply the patches to verl 0.9.x (idempotent); returns the names of those applied."""
+    import verl
+    import verl.utils.tensordict_utils as tensordict_utils
+
+    version = str(getattr(verl, "__version__", ""))
+    if not version.startswith(VERL_SERIES):
+        logger.info("vista-plugin-verl: verl %s is not %sx, its patches are not applied", version, VERL_SERIES)
+        return []
+    current = tensordict_utils.maybe_fix_3d_position_ids
+    if current is not fix_3d_position_ids:
+        _ORIGINAL.setdefault("maybe_fix_3d_position_ids", current)
+        tensordict_utils.maybe_fix_3d_position_ids = fix_3d_position_ids  # type: ignore[assignment]
+    for name in _USERS:
+        module = sys.modules.get(name)
+        if module is not None and getattr(module, "maybe_fix_3d_position_ids", None) is not fix_3d_position_ids:
+            module.maybe_fix_3d_position_ids = fix_3d_position_ids  # type: ignore[attr-defined]
+    return ["mrope_equal_lengths"]
