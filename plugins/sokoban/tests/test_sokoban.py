@@ -8,7 +8,7 @@ from pydantic import ValidationError
 from vista_plugin_gamekit.expert import expert_trajectory, generate_expert_trajectories
 from vista_plugin_gamekit.formats import PROMPT_FORMATS
 from vista_plugin_sokoban.generate import GenerationError, generate_level
-from vista_plugin_sokoban.level import ACTION_NAMES, move, parse_level
+from vista_plugin_sokoban.level import ACTION_NAMES, Moved, move, parse_level
 from vista_plugin_sokoban.solver import reverse_distances, solve
 
 import vista_rl
@@ -39,7 +39,7 @@ def bfs_length(level):
             return depth
         for action in range(4):
             nxt, kind = move(level, state, action)
-            if kind and nxt not in seen:
+            if kind.changed and nxt not in seen:
                 seen.add(nxt)
                 queue.append((nxt, depth + 1))
     return None
@@ -96,6 +96,21 @@ def test_incremental_frames_equal_full_redraws(prompt_format):
 
 
 # ----------------------------------------------------------------------------------- solver
+def test_move_names_what_happened():
+    """``move`` says BLOCKED / WALKED / PUSHED (an enum, not 0/1/2); a blocked move keeps the state."""
+    level = parse_level("#######\n#P_XO_#\n#######")
+    up, right = ACTION_NAMES.index("Up"), ACTION_NAMES.index("Right")
+    state, kind = move(level, level.start, up)
+    assert kind is Moved.BLOCKED and not kind.changed and state == level.start
+    state, kind = move(level, state, right)
+    assert kind is Moved.WALKED and kind.changed and state[1] == level.boxes
+    state, kind = move(level, state, right)
+    assert kind is Moved.PUSHED and kind.changed and state == (state[0], tuple(level.targets))
+    state, kind = move(level, state, right)  # pushes the box off its target, against the wall
+    assert kind is Moved.PUSHED
+    assert move(level, state, right)[1] is Moved.BLOCKED
+
+
 def test_solver_is_optimal_on_hand_made_levels():
     assert [ACTION_NAMES[a] for a in solve(parse_level(CORRIDOR))] == ["Right", "Right", "Right"]
     assert len(solve(parse_level(DETOUR))) == 5

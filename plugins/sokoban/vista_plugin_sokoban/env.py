@@ -20,7 +20,7 @@ from vista_plugin_gamekit.textgame import ActionResult, GameConfig, TextGameEnv
 
 from vista_plugin_sokoban import render
 from vista_plugin_sokoban.generate import generate_level
-from vista_plugin_sokoban.level import ACTION_NAMES, Level, State, move, parse_level
+from vista_plugin_sokoban.level import ACTION_NAMES, Level, Moved, State, move, parse_level
 from vista_plugin_sokoban.solver import solve
 
 RULES = (
@@ -110,9 +110,9 @@ class SokobanEnv(TextGameEnv):
         before = self._current
         after, kind = move(level, before, action)
         reward = self.config.step_penalty
-        if kind:
+        if kind.changed:
             self._frame.mark(before[0], after[0])
-        if kind == 2:
+        if kind is Moved.PUSHED:
             pushed_to = after[0] + level.deltas[action]
             self._frame.mark(pushed_to)
             was_on, now_on = after[0] in self._targets, pushed_to in self._targets
@@ -124,7 +124,7 @@ class SokobanEnv(TextGameEnv):
         solved = all(box in self._targets for box in after[1])
         if solved:
             reward += self.config.success_reward
-        return ActionResult(reward, kind != 0, solved, solved)
+        return ActionResult(reward, kind.changed, solved, solved)
 
     def _snapshot(self) -> State:
         return self._current
@@ -192,7 +192,7 @@ class SokobanEnv(TextGameEnv):
         def successors(state: State) -> Iterator[tuple[int, State]]:
             for action in range(4):
                 following, kind = move(level, state, action)
-                if kind:
+                if kind.changed:
                     yield action, following
 
         plan = greedy_plan(self._current, self._distances.get, successors)

@@ -7,6 +7,7 @@ same key in the solver, the generator's reverse search and the env.
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass
 
 ACTION_NAMES: tuple[str, ...] = ("Up", "Down", "Left", "Right")
@@ -14,6 +15,20 @@ State = tuple[int, tuple[int, ...]]
 
 # Symbols of VAGEN's text grid.
 WALL, FLOOR, TARGET, BOX, BOX_ON_TARGET, PLAYER, PLAYER_ON_TARGET = "#", "_", "O", "X", "√", "P", "S"
+
+
+class Moved(enum.Enum):
+    """What one :func:`move` did, named: the solver, the env's reward and its redraw each ask a
+    different question of it (did anything change, was a box pushed)."""
+
+    BLOCKED = "blocked"  # a wall, or a box that cannot go further: nothing changed
+    WALKED = "walked"
+    PUSHED = "pushed"  # the player moved and pushed the box ahead one cell
+
+    @property
+    def changed(self) -> bool:
+        """Whether the state changed (anything but :attr:`BLOCKED`)."""
+        return self is not Moved.BLOCKED
 
 
 @dataclass(frozen=True)
@@ -94,18 +109,18 @@ def parse_level(text: str) -> Level:
     return Level(len(rows), width, tuple(free), tuple(targets), tuple(sorted(boxes)), players[0])
 
 
-def move(level: Level, state: State, action: int) -> tuple[State, int]:
-    """Apply one action.  Returns the new state and what happened: 0 blocked (nothing changed),
-    1 walked, 2 pushed a box."""
+def move(level: Level, state: State, action: int) -> tuple[State, Moved]:
+    """Apply one action.  Returns the new state and what happened (:class:`Moved`); a blocked move
+    returns ``state`` itself."""
     player, boxes = state
     delta = level.deltas[action]
     ahead = player + delta
     if not level.free[ahead]:
-        return state, 0
+        return state, Moved.BLOCKED
     if ahead in boxes:
         beyond = ahead + delta
         if not level.free[beyond] or beyond in boxes:
-            return state, 0
+            return state, Moved.BLOCKED
         moved = tuple(sorted(beyond if box == ahead else box for box in boxes))
-        return (ahead, moved), 2
-    return (ahead, boxes), 1
+        return (ahead, moved), Moved.PUSHED
+    return (ahead, boxes), Moved.WALKED

@@ -18,7 +18,7 @@ import heapq
 from collections import deque
 from itertools import count
 
-from vista_plugin_sokoban.level import Level, State, move
+from vista_plugin_sokoban.level import Level, Moved, State, move
 
 
 def live_cells(level: Level) -> frozenset[int]:
@@ -71,9 +71,9 @@ def solve(level: Level, state: State | None = None, max_nodes: int = 500_000) ->
             return None
         for action in range(4):
             nxt, kind = move(level, current, action)
-            if kind == 0:
+            if kind is Moved.BLOCKED:
                 continue
-            if kind == 2 and any(box not in live for box in nxt[1]):
+            if kind is Moved.PUSHED and any(box not in live for box in nxt[1]):
                 continue
             new_cost = cost + 1
             if new_cost < best_cost.get(nxt, new_cost + 1):
