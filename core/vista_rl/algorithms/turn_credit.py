@@ -12,8 +12,8 @@ estimator runs on that, and the result goes back to the turns as ``algorithm.tur
   (``states``), averaged over the turns with the same context and reply (``actions``); a context
   seen once gets 0.
 
-This is the local engine's rule (``vista_plugin_local.advantages.per_turn_advantages``, which explains
-each choice) in engine-neutral form, on plain per-row lists: the verl engine calls it on its
+This is the local engine's rule (``vista_plugin_local.advantages.per_turn_advantages``; why each
+choice: docs/turn-credit.md) in engine-neutral form, on plain per-row lists: the verl engine calls it on its
 ``{uid}_{session}_{turn}`` rows, and ``tests/verl/test_verl_turn_advantages.py`` checks both give the
 same advantages on the same batch.
 """

@@ -46,17 +46,11 @@ def per_turn_advantages(estimator: Any, samples: Sequence[TrainSample], width: i
     division by the episode's turns; ``state`` turn-level credit from the batch's own turns
     (:func:`state_credit`).
 
-    The estimator sees each episode as one row with one position per turn (that turn's reward there,
-    every position a turn end), so GRPO normalises whole-episode returns within the seed's group and
-    turn-level estimators see the turns; each turn's advantage then goes on every trained token of
-    that turn's own sequence, divided by the episode's number of turns.  That division makes every
-    episode weigh the same in the loss whatever its length, as one sequence per episode would: GRPO's
-    advantages sum to zero within a group, so the push on tokens every reply shares (``<answer>``,
-    ``</answer>``, ``<|im_end|>``) cancels.  Without it, long failed episodes outweigh short successes,
-    the batch pushes those tokens down every step, and Adam turns that small but steady gradient into
-    full-size steps (one of two causes of the reply format breaking in RL on FrozenLake at lr 5e-4;
-    the other is the learning rate itself, docs/main-job.md).  Estimators that need a value per token
-    cannot run here (``validate`` refuses them)."""
+    The estimator sees each episode as one row with one position per turn, so GRPO normalises
+    whole-episode returns within the seed's group; each turn's advantage then goes on every trained
+    token of that turn's own sequence.  Why ``episode`` divides by the turns: every episode weighs the
+    same in the loss whatever its length (the measurements: docs/turn-credit.md).  Estimators that
+    need a value per token cannot run here (the preflight refuses them)."""
     if credit == "state":
         return _broadcast(state_credit(estimator, samples), samples, width)
     rows: dict[int, int] = {}
@@ -107,21 +101,11 @@ def turn_state(sample: TrainSample) -> tuple[tuple[int, ...], tuple[str, ...]]:
 def state_credit(estimator: Any, samples: Sequence[TrainSample]) -> torch.Tensor:
     """Turn-level credit without a critic, one advantage per per-turn sample.
 
-    Why: GRPO gives every turn of an episode the episode's advantage, so a turn that every sample of
-    the group took alike (the same tool call from the same prompt) is pushed up in successes and
-    down in failures; in expectation that cancels, in a batch it is noise on the tokens that most
-    of the loss mass sits on (measured on the tool job: the call turn held 88% of the token-mean loss
-    mass while the answer turn decided every outcome, benchmarks/tool_credit.py).  Here each turn's
-    return is its return-to-go, grouped with the batch's turns that had the same state
-    (:func:`turn_state`; GiGPO's step-level groups of anchor states); the estimator (``grpo``,
-    ``dr_grpo``, ...) turns those returns into advantages within each state group, and the turns with
-    the same state *and* the same reply share the mean of their advantages (for GRPO: their
-    Monte-Carlo action value against the state's mean return, over the state's return spread).  So a
-    reply every sample of a state gave gets 0, a decision that split the group gets the whole signal,
-    and a reply seen once keeps its own return's advantage, no larger than GRPO gives it.  (Averaging
-    returns first and normalising the averages instead gave a lone variant of a common tool call
-    several times GRPO's advantage and broke the call format within 5 steps at lr 1e-3.)  A state seen
-    once has no baseline: its turns get 0."""
+    Why: GRPO gives every turn the episode's advantage, so a turn every sample took alike is noise on
+    the tokens that hold most of the loss mass (the measurements and what was tried: docs/turn-credit.md).
+    Each turn's return-to-go is normalised by the estimator among the batch's turns with the same
+    state (:func:`turn_state`), and turns with the same state and reply share the mean of their
+    advantages; a state seen once gets 0."""
     episodes: dict[int, list[int]] = {}
     for index, sample in enumerate(samples):
         episodes.setdefault(id(sample.trajectory), []).append(index)
