@@ -1,18 +1,23 @@
-"""Eval cost per env-turn as episodes grow (issue 28 item 4): is a multi-turn turn's cost flat?
+"""Eval cost per env-turn as episodes grow (issues 28 and 36): is a multi-turn turn's cost flat?
 
 Sokoban (``sokoban/sokoban-v0``, one new image per turn), the tiny random Qwen2.5-VL through the
 transformers backend, 32 episodes, full history (no window), greedy, trajectories written to a run
 directory as ``vista eval`` does.  For 2, 6 and 12 turns, two backends over the same model run
 interleaved (A B B A ...), each repetition a full eval:
 
-- ``no_caches``: ``image_cache_mb=0`` (every turn runs the image processor on every image of the
-  history) and no prefix reuse, the behaviour before issue 28;
-- ``caches``: processed images cached per image (``vista_plugin_transformers.image_cache``).
+- ``full_prefill``: the behaviour before issue 36: every turn renders and tokenises the whole
+  chat and prefills the whole history (``incremental_prompts=False, episode_cache_mb=0``; the
+  processed-image cache of issue 28 on);
+- ``episode_cache``: the defaults: each message tokenised once (``prompt_ids``) and each episode's
+  KV cache kept between turns, so a turn prefills only what it adds (``episode_state``).
 
 Prints JSON: per variant and turn count the eval cost per env-turn (median, min-max over the
-repetitions), where the backend's time went (encoding = processor work, model = ``model.generate``),
-the 12-over-2 ratio (target <= 1.5), and whether the greedy replies were identical across variants
-(they must be: the caches change speed, never outputs).
+repetitions), where the backend's time went (encoding = rendering, tokenising, the processor and
+the cache's batch layout; model = ``model.generate``; finish = decoding and keeping the caches), the
+12-over-2 ratio (target <= 1.5), whether the greedy replies were identical across variants (they
+must be: the caches change speed, never outputs), what the episode cache did at the largest turn
+count (reused and prefilled tokens, the memory it held at most and after the run), and the
+machine's load (``os.getloadavg``) before and after.
 
     .venv/bin/python benchmarks/turn_scaling.py [--tiny] [--repeats 3] [--episodes 32] [--turns 2,6,12]
 """
@@ -20,7 +25,9 @@ the 12-over-2 ratio (target <= 1.5), and whether the greedy replies were identic
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -47,8 +54,9 @@ def make_backends() -> dict[str, Any]:
     from vista_rl_sdk.tiny_models import cached_tiny_model
 
     path = str(cached_tiny_model(seed=0))
-    return {"no_caches": TransformersBackend(path=path, device="cpu", image_cache_mb=0),
-            "caches": TransformersBackend(path=path, device="cpu")}
+    return {"full_prefill": TransformersBackend(path=path, device="cpu", incremental_prompts=False,
+                                                episode_cache_mb=0),
+            "episode_cache": TransformersBackend(path=path, device="cpu")}
 
 
 def one_eval(backend: Any, turns: int, episodes: int, max_tokens: int) -> dict[str, Any]:
@@ -56,6 +64,9 @@ def one_eval(backend: Any, turns: int, episodes: int, max_tokens: int) -> dict[s
     settings = RolloutSection(max_turns=turns, batch_size=episodes,
                               sampling=SamplingSection(temperature=0.0, max_tokens=max_tokens))
     before = dict(vars(backend.timings))
+    cache = backend.episodes.cache
+    cache.reset_peak()
+    stats_before = dataclasses.asdict(cache.stats)
     replies: list[list[str]] = []
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
@@ -66,7 +77,13 @@ def one_eval(backend: Any, turns: int, episodes: int, max_tokens: int) -> dict[s
             env_turns = engine.timings.env_steps
         wall = time.perf_counter() - started
     spent = {key: getattr(backend.timings, key) - before[key] for key in ("encode_s", "model_s", "finish_s")}
-    return {"wall_s": wall, "env_turns": env_turns, **spent, "replies": replies}
+    after = dataclasses.asdict(cache.stats)
+    episode_cache = {key: after[key] - stats_before[key] for key in
+                     ("rows", "reused_rows", "full_prefill_rows", "over_budget_rows", "reused_tokens",
+                      "prefilled_tokens")}
+    episode_cache.update(peak_mb=round(after["peak_bytes"] / 2**20, 2), held_after_mb=round(after["bytes"] / 2**20, 2),
+                         entries_after=after["entries"])
+    return {"wall_s": wall, "env_turns": env_turns, **spent, "replies": replies, "episode_cache": episode_cache}
 
 
 def main() -> None:
@@ -81,9 +98,10 @@ def main() -> None:
         args.repeats, args.episodes, args.turns, args.max_tokens = 1, 4, "2,3", 8
     turn_counts = [int(value) for value in args.turns.split(",")]
     vista_rl.host().load()
+    load_before = [round(value, 2) for value in os.getloadavg()]
     backends = make_backends()
-    one_eval(backends["caches"], 2, min(args.episodes, 4), args.max_tokens)  # warm-up (first-call costs)
-    one_eval(backends["no_caches"], 2, min(args.episodes, 4), args.max_tokens)
+    for backend in backends.values():  # warm-up (first-call costs)
+        one_eval(backend, 2, min(args.episodes, 4), args.max_tokens)
     samples: dict[str, dict[int, list[dict[str, Any]]]] = {name: {t: [] for t in turn_counts} for name in backends}
     identical = True
     order = list(backends)
@@ -91,7 +109,7 @@ def main() -> None:
         for turns in turn_counts:
             names = order if (repeat + turns) % 2 == 0 else order[::-1]  # alternate who goes first
             runs = {name: one_eval(backends[name], turns, args.episodes, args.max_tokens) for name in names}
-            identical &= runs["caches"]["replies"] == runs["no_caches"]["replies"]
+            identical &= runs["episode_cache"]["replies"] == runs["full_prefill"]["replies"]
             for name, run in runs.items():
                 run.pop("replies")
                 samples[name][turns].append(run)
@@ -99,7 +117,9 @@ def main() -> None:
         "benchmark": "turn_scaling", "machine": machine(), "env": ENV_ID, "episodes": args.episodes,
         "repeats": args.repeats, "max_tokens": args.max_tokens, "history": "full (no window)", "sampling": "greedy",
         "versions": dist_versions("vista-rl", "vista-plugin-transformers", "transformers", "torch"),
-        "greedy_replies_identical": identical, "target_ratio_12_over_2": TARGET_RATIO, "variants": {},
+        "greedy_replies_identical": identical, "target_ratio_12_over_2": TARGET_RATIO,
+        "load_avg_before": load_before, "load_avg_after": [round(value, 2) for value in os.getloadavg()],
+        "variants": {},
     }
     for name, by_turns in samples.items():
         rows: dict[str, Any] = {}
@@ -116,7 +136,9 @@ def main() -> None:
         low, high = str(min(turn_counts)), str(max(turn_counts))
         cost_ratio = rows[high]["ms_per_env_turn"]["median"] / rows[low]["ms_per_env_turn"]["median"]
         result["variants"][name] = {"turns": rows, f"ratio_{high}_over_{low}": round(cost_ratio, 2)}
-    cache = backends["caches"].image_cache
+        if name == "episode_cache":
+            result["variants"][name][f"episode_cache_at_{high}_turns"] = by_turns[int(high)][-1]["episode_cache"]
+    cache = backends["episode_cache"].image_cache
     if cache is not None:
         result["image_cache"] = {"enabled": cache.enabled, "hits": cache.hits, "misses": cache.misses}
     json.dump(result, sys.stdout, indent=2)

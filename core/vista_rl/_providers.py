@@ -28,6 +28,7 @@ FIRST_PARTY_DISTRIBUTIONS: frozenset[str] = frozenset({
     CORE_DISTRIBUTION,
     "vista-plugin-chartqa",
     "vista-plugin-datasets",
+    "vista-plugin-decodekit",
     "vista-plugin-detection",
     "vista-plugin-envserver",
     "vista-plugin-frozenlake",

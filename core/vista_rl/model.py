@@ -7,7 +7,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -60,3 +60,16 @@ class ModelBackend(abc.ABC):
 
     def close(self) -> None:
         """Release the model or connection."""
+
+
+@runtime_checkable
+class EpisodeStateBackend(Protocol):
+    """A backend that keeps state per episode between its turns, such as the KV cache of the
+    conversation so far, so that a turn computes only what it adds (the transformers backend and
+    the local engine's policy).  The rollout engine gives such a backend
+    ``generate(chats, params, episode_keys=[...])``, one key per chat, unique per episode, and calls
+    :meth:`end_episodes` as soon as episodes finish, so their state is freed at once.  A backend's
+    output must not depend on the keys (greedy replies are those of a backend without them)."""
+
+    def end_episodes(self, keys: Sequence[str]) -> None:
+        """These episodes are over: free what is kept for them (unknown keys are ignored)."""

@@ -20,13 +20,14 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from vista_rl.config import RolloutSection
 from vista_rl.env import Env
-from vista_rl.model import Generation, ModelBackend, SamplingParams
+from vista_rl.model import EpisodeStateBackend, Generation, ModelBackend, SamplingParams
 from vista_rl.observation import Chat
 from vista_rl.rollout.episode import CHARS_PER_TOKEN, EpisodeDriver, EpisodeSpec, TurnCalls, TurnKey
 from vista_rl.rollout.turn import make_env_tools
@@ -88,6 +89,10 @@ class RolloutEngine:
     A backend with ``needs_oracle`` gets, beside each chat, a reply drawn from that episode's env
     (``oracle_responses``): its ``env_reply(env, TurnKey)`` when it has one (``scripted:random``), else
     the env's ``oracle_response()``.
+
+    A backend that keeps state per episode (:class:`~vista_rl.model.EpisodeStateBackend`, e.g. a KV
+    cache kept between turns) gets each chat's episode key (``episode_keys``) and is told when each
+    episode ends, at once (``end_episodes``), including episodes left when a stream is closed early.
     """
 
     def __init__(
@@ -112,6 +117,7 @@ class RolloutEngine:
         self._env_reply: Callable[[Env, TurnKey], str | None] = reply if callable(reply) else _oracle
         self._env_reply_name = "the backend's env_reply()" if callable(reply) else "env.oracle_response()"
         self.end_tokens: set[int] = _backend_end_tokens(backend)
+        self._keeps_episodes = isinstance(backend, EpisodeStateBackend)
 
     # ---------------------------------------------------------------- public API
     def run(self, episodes: Iterable[EpisodeSpec]) -> list[Trajectory]:
@@ -171,6 +177,7 @@ class RolloutEngine:
                         still.append(episode)
                 live = still
         finally:
+            self._end_episodes(live)
             for episode in live:
                 episode.close()
             self.timings.wall_s += time.perf_counter() - started
@@ -237,6 +244,8 @@ class RolloutEngine:
         kwargs: dict[str, Any] = {}
         if self._needs_oracle:
             kwargs["oracle_responses"] = [episode.oracle for episode in active]
+        if self._keeps_episodes:
+            kwargs["episode_keys"] = [episode.key for episode in active]
         started = time.perf_counter()
         framework_before = _backend_framework_s(self.backend)
         outputs: list[Any] | None
@@ -279,7 +288,21 @@ class RolloutEngine:
     # --------------------------------------------------------------- the end
     def _finish(self, episode: EpisodeDriver) -> Trajectory:
         self.timings.episodes += 1
+        self._end_episodes([episode])
         return episode.finish()
+
+    def _end_episodes(self, episodes: Sequence[EpisodeDriver]) -> None:
+        """Tell a backend that keeps per-episode state that these episodes are over.  Its failure
+        to free them is a warning, never the run's end (the state is only a cache)."""
+        ending = [episode for episode in episodes if not episode.key_ended]
+        if not self._keeps_episodes or not ending:
+            return
+        for episode in ending:
+            episode.key_ended = True
+        try:
+            self.backend.end_episodes([episode.key for episode in ending])  # type: ignore[attr-defined]
+        except Exception as exc:  # noqa: BLE001 - freeing a cache must not fail episodes
+            warnings.warn(f"the model backend's end_episodes raised {type(exc).__name__}: {exc}", stacklevel=2)
 
 
 def _pick(outputs: Any, position: int) -> Generation | str:

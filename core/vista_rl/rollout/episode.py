@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import threading
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -144,6 +145,10 @@ class EpisodeDriver:
         self.spec = spec
         self.settings = settings
         self.order = order
+        #: unique per episode: what a backend that keeps state per episode knows it by
+        self.key = uuid.uuid4().hex
+        #: the backend was told this episode ended (``RolloutEngine`` tells it once)
+        self.key_ended = False
         #: end-of-turn token ids (shared with, and grown by, the engine: see ``token_view``)
         self.end_tokens: set[int] = end_tokens if end_tokens is not None else set()
         self.stop_strings = stop_strings

@@ -19,16 +19,20 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from vista_plugin_decodekit import CachedBatch
+
 from vista_plugin_transformers.chat import encode_chats
+from vista_plugin_transformers.episode_state import EpisodeState, episode_cache_size
 from vista_plugin_transformers.generation_control import (
     ControlledRows,
     GenerationControl,
     cancelled_generation,
 )
 from vista_plugin_transformers.image_cache import DEFAULT_CACHE_MB, caching_processor
-from vista_plugin_transformers.prompt_ids import PromptEncoder
-from vista_plugin_transformers.static_decode import StaticDecoder, StaticMode
+from vista_plugin_transformers.prompt_ids import EncodedImage, PromptEncoder
+from vista_plugin_transformers.static_decode import StaticDecoder, StaticMode, StaticPlan
 from vista_rl import Chat, Generation, ModelBackend, SamplingParams
+from vista_rl.chat_render import RenderedIds
 
 LogprobsMode = Literal["processed", "raw"]
 
@@ -117,6 +121,10 @@ class TransformersBackend(ModelBackend):
     ``incremental_prompts``: tokenise each message once and a turn's prompt from its pieces (see
     :mod:`~vista_plugin_transformers.prompt_ids`; checked against the processor on the first calls);
     ``False`` renders and tokenises every chat whole, every call.
+    ``episode_cache_mb``: the memory bound of the KV caches kept between an episode's turns for
+    callers that name episodes (``generate(..., episode_keys=...)``; see
+    :mod:`~vista_plugin_transformers.episode_state`); ``None``: 1024 MB unless the static decode is
+    on (CUDA), 0: off.  It needs ``incremental_prompts``.
     """
 
     def __init__(
@@ -132,6 +140,7 @@ class TransformersBackend(ModelBackend):
         image_cache_mb: float = DEFAULT_CACHE_MB,
         static_cache: StaticMode = "auto",
         incremental_prompts: bool = True,
+        episode_cache_mb: float | None = None,
     ) -> None:
         if model is None and path is None:
             raise ValueError("transformers backend needs path=MODEL_DIR or model=... and processor=...")
@@ -174,6 +183,9 @@ class TransformersBackend(ModelBackend):
         self._prompts_checked: set[str] = set()  # "text", "images": compared with the processor's encoding
         #: why whole chats are encoded although incremental prompts were asked for (None: they are not)
         self.prompts_fallback: str | None = None
+        #: each episode's KV cache between turns (``episodes.cache.stats``: what it did)
+        self.episodes = EpisodeState(model, episode_cache_size(episode_cache_mb, self.static_decode, model,
+                                                               self.device))
 
     # ------------------------------------------------------------------ token ids
     def _eos_ids(self) -> list[int]:
@@ -232,33 +244,61 @@ class TransformersBackend(ModelBackend):
 
     # ------------------------------------------------------------------ generation
     def generate(self, chats: Sequence[Chat], params: SamplingParams, *, top_logprobs: int = 0,
-                 control: GenerationControl | None = None) -> list[list[Generation]]:
+                 control: GenerationControl | None = None,
+                 episode_keys: Sequence[str | None] | None = None) -> list[list[Generation]]:
         """``params.n`` generations per chat.  ``top_logprobs``: also keep each token's most likely
         alternatives in ``Generation.metadata["top_logprobs"]`` (per token, ``(token id, logprob)``
         pairs under the same distribution as ``logprobs``), as OpenAI's ``top_logprobs`` returns.
         ``control``: a row its caller cancels stops at the next decode step (cut short, or
         ``finish_reason="abort"`` when it never started), and each step's tokens are handed to it
-        as they are sampled (see :mod:`~vista_plugin_transformers.generation_control`)."""
-        return self._generate_all(chats, params, top_logprobs, self._encode_chats, control)
+        as they are sampled (see :mod:`~vista_plugin_transformers.generation_control`).
+        ``episode_keys``: which episode each chat continues (``None`` for one that is not an
+        episode's): with ``n == 1`` each episode's KV cache is kept after the call and the next call
+        prefills only what its chat adds (see :mod:`~vista_plugin_transformers.episode_state`); free
+        it with :meth:`end_episodes`.  Greedy replies are the same as without it."""
+        if episode_keys is not None and len(episode_keys) != len(chats):
+            raise ValueError(f"episode_keys has {len(episode_keys)} keys for {len(chats)} chats")
+        keyed = episode_keys is not None and params.n == 1 and self.episodes.enabled and self.prompts is not None
+        return self._generate_all(chats, params, top_logprobs, self._encode_chats, control,
+                                  keys=list(episode_keys) if keyed and episode_keys is not None else None)
 
-    def _encode_chats(self, chats: Sequence[Chat]) -> Any:
-        """The batch's model inputs: from the chats' pieces (:mod:`~vista_plugin_transformers.prompt_ids`)
-        once that path gave the processor's own encoding on a call with images and one without (it
-        is checked on those calls), else the processor on the whole chats."""
+    def end_episodes(self, keys: Sequence[str]) -> None:
+        """These episodes ended: free their kept caches now (the rollout engine calls it)."""
+        self.episodes.end(keys)
+
+    def _rendered(self, chats: Sequence[Chat]) -> list[RenderedIds[EncodedImage]] | None:
+        """The chats' ids from their pieces (:mod:`~vista_plugin_transformers.prompt_ids`), or
+        ``None`` when whole chats must be encoded.  Pieces are used once they gave the processor's own
+        encoding on a call with images and on one without (checked on those calls)."""
         if self.prompts is None:
-            return encode_chats(self._encoder, chats, padding_side="left")
-        ours = self.prompts.collate([self.prompts.render(chat) for chat in chats])
+            return None
+        rendered = [self.prompts.render(chat) for chat in chats]
         kind = "images" if any(message.images for chat in chats for message in chat) else "text"
         if kind in self._prompts_checked:
-            return ours
+            return rendered
         reference = encode_chats(self._encoder, chats, padding_side="left")
-        if not PromptEncoder.same_as(ours, reference):
+        if not PromptEncoder.same_as(self.prompts.collate(rendered), reference):
             self.prompts = None
             self.prompts_fallback = (f"the chats' pieces did not give the processor's encoding of a chat with {kind}; "
                                      "encoding whole chats")
-            return reference
+            return None
         self._prompts_checked.add(kind)
-        return ours
+        return rendered
+
+    def _encode_chats(self, chats: Sequence[Chat]) -> Any:
+        """The batch's model inputs (left-padded, as :func:`encode_chats` gives them)."""
+        rendered = self._rendered(chats)
+        if rendered is None or self.prompts is None:
+            return encode_chats(self._encoder, chats, padding_side="left")
+        return self.prompts.collate(rendered)
+
+    def _encode_episodes(self, chats: Sequence[Chat], keys: Sequence[str | None]) -> Any:
+        """The inputs of rows that continue episodes: their kept caches and only what each adds."""
+        rendered = self._rendered(chats)
+        if rendered is None or self.prompts is None:
+            return encode_chats(self._encoder, chats, padding_side="left")
+        pad = self.tokenizer.pad_token_id
+        return self.episodes.plan(rendered, keys, int(pad) if pad is not None else 0, self.device)
 
     def generate_text(self, prompts: Sequence[str], params: SamplingParams, *, top_logprobs: int = 0,
                       control: GenerationControl | None = None) -> list[list[Generation]]:
@@ -274,7 +314,8 @@ class TransformersBackend(ModelBackend):
         return self.tokenizer(list(prompts), padding=True, padding_side="left", return_tensors="pt")
 
     def _generate_all(self, prompts: Sequence[Any], params: SamplingParams, top_logprobs: int,
-                      encode: Any, control: GenerationControl | None = None) -> list[list[Generation]]:
+                      encode: Any, control: GenerationControl | None = None,
+                      keys: Sequence[str | None] | None = None) -> list[list[Generation]]:
         rows = [prompt for prompt in prompts for _ in range(params.n)]
         flat: list[Generation] = []
         for start in range(0, len(rows), self.max_batch_size):
@@ -286,7 +327,9 @@ class TransformersBackend(ModelBackend):
                     continue
             batch_seed = None if params.seed is None else params.seed + start
             started = time.perf_counter()
-            inputs = encode(rows[start:start + self.max_batch_size])
+            chunk = rows[start:start + self.max_batch_size]
+            inputs = (encode(chunk) if keys is None
+                      else self._encode_episodes(chunk, keys[start:start + self.max_batch_size]))
             self.timings.encode_s += time.perf_counter() - started
             self.timings.calls += 1
             flat.extend(self._generate_rows(inputs, params, batch_seed, top_logprobs, controlled))
@@ -327,12 +370,17 @@ class TransformersBackend(ModelBackend):
             TopPLogitsWarper,
         )
 
-        inputs = inputs.to(self.device)
         eos_ids = self._eos_ids()
         greedy = params.temperature == 0.0
         recorder = _LogprobRecorder(top_logprobs)
-        plan = self.static_decode.plan(self.model, self.device, inputs, params.max_tokens, self._pad_id(eos_ids),
-                                       eos_ids)
+        cached = inputs if isinstance(inputs, CachedBatch) else None
+        if cached is not None:  # rows continuing episodes: their kept caches, a dynamic cache (episode_state)
+            inputs = cached.inputs
+            plan = StaticPlan(inputs, rows=int(inputs["input_ids"].shape[0]))
+        else:
+            inputs = inputs.to(self.device)
+            plan = self.static_decode.plan(self.model, self.device, inputs, params.max_tokens,
+                                           self._pad_id(eos_ids), eos_ids)
         # Warpers are passed explicitly (and the config's left neutral) so the recorder can sit after
         # them; a fresh GenerationConfig keeps a checkpoint's own sampling defaults (top_k, repetition
         # penalty) from silently changing the distribution SamplingParams describes.
@@ -367,6 +415,8 @@ class TransformersBackend(ModelBackend):
                                          **(controlled.generate_kwargs(eos_ids) if controlled is not None else {}))
         generated = time.perf_counter()
         self.timings.model_s += generated - before
+        if cached is not None:
+            self.episodes.keep(cached, output, eos_ids)
         sequences = output.sequences[:plan.rows]  # padding rows (static batch buckets) dropped
         new_tokens = sequences[:, prompt_length:].cpu()
         logprobs = recorder.finish(output.sequences[:, -1])[:plan.rows].cpu() if new_tokens.shape[1] else None
@@ -409,5 +459,6 @@ class TransformersBackend(ModelBackend):
                           finish_reason=finish_reason, metadata=metadata)
 
     def close(self) -> None:
+        self.episodes.cache.clear()
         self.model = None
         self.processor = self._encoder = None
