@@ -28,6 +28,7 @@ print(f"tiny model: {init_tiny_model(sys.argv[1], seed=0, min_pixels=28 * 28)}")
 PY
 RUN="$OUT/$(date +%Y%m%d-%H%M%S)-$(basename "$CONFIG" .yaml)"
 mkdir -p "$RUN"
+[[ -z "${VISTA_DEMO_RUNS_FILE:-}" ]] || echo "$RUN" >> "$VISTA_DEMO_RUNS_FILE"
 {
   echo "load before the run: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc --all) cores"
   "$VENV/bin/vista" train "$CONFIG" --set "model.path=$OUT/tiny-model-grounded" --set "output_dir=$RUN" "$@"

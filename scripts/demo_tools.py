@@ -8,10 +8,12 @@ What shows that the agent uses the tool is the same RL model with the tool taken
 path (``run_eval``: the core rollout engine, a transformers backend, a run directory with
 ``trajectories.html``), so the viewer shows every tool turn with its zoomed image.
 
-Verdict: RL with the tool (greedy) must beat SFT, the tools-disabled RL model and the best constant
-answer beyond both 95% CIs; the exit status is 1 otherwise.
+Verdict (issue 38, ``vista_plugin_local.verdict``): on sampled success, RL with the tool must beat the
+teacher SFT imitated (``env.config.teacher``), SFT at 1x, 2x and 4x its configured steps, the best
+constant answer and the tools-disabled RL model beyond both 95% CIs; the exit status is 1 otherwise.
+The table and verdict also go to ``RUN_DIR/job_summary.json`` (``scripts/demo.sh --seeds``).
 
-    python scripts/demo_tools.py RUN_DIR [--sampled/--no-sampled] [--start EPOCH_SECONDS]
+    python scripts/demo_tools.py RUN_DIR [--sampled/--no-sampled] [--plateau/--no-plateau] [--start EPOCH_S]
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import argparse
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,12 +30,22 @@ from typing import Any
 import yaml
 from rich.console import Console
 from vista_plugin_local.config import validate_engine_config
+from vista_plugin_local.job_rows import (
+    SFT_MULTIPLES,
+    sft_model_dir,
+    teacher_name,
+    teacher_success,
+    train_sft_multiples,
+    write_summary,
+)
+from vista_plugin_local.verdict import Rival, RivalKind, estimate_of, job_verdict
 from vista_plugin_visual_search.small import DOT_COLOURS
 
 import vista_rl
-from vista_rl.baselines import BlindBaseline, bare_action, best_blind_baseline
+from vista_rl.baselines import BlindBaseline, Verdict, bare_action, best_blind_baseline
 from vista_rl.cli.eval import run_eval
 from vista_rl.config import RunConfig, SeedRange, validate_config
+from vista_rl.rollout import Estimate
 
 
 @dataclass
@@ -92,7 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--sampled", action=argparse.BooleanOptionalAction, default=True,
-                        help="also score the RL model sampled (temperature 1), with and without the tool")
+                        help="score the models sampled (temperature 1) too; the verdict needs it")
+    parser.add_argument("--plateau", action=argparse.BooleanOptionalAction, default=True,
+                        help="train and score SFT at 2x and 4x its steps; the verdict needs it")
     parser.add_argument("--start", type=float, default=None, help="job start (epoch s) for the wall time line")
     args = parser.parse_args(argv)
     console = Console()
@@ -105,18 +119,20 @@ def main(argv: list[str] | None = None) -> int:
     out = run_dir / "demo_evals"
     greedy = engine.eval.temperature
 
+    def score(label: str, name: str, model: Path, temperature: float, disabled: bool = False) -> Row:
+        return evaluate(console, label, eval_config(run, out / name, backend="transformers", path=str(model),
+                                                    tools=not disabled, temperature=temperature))
+
     rows: dict[str, Row] = {}
-    for key, label in (("untrained", "untrained, tool"), ("sft", "SFT, tool"), ("rl", "RL, tool")):
+    for key, label in (("untrained", "untrained, tool"), ("sft", "SFT 1x, tool"), ("rl", "RL, tool")):
         if key in evals:
             rows[key] = Row(f"{label} (greedy)" if greedy == 0 else label, evals[key]["success"], where=str(run_dir))
-    rows["rl_off"] = evaluate(console, "RL, tool disabled (greedy)", eval_config(
-        run, out / "rl-tool-disabled-greedy", backend="transformers", path=str(final), tools=False, temperature=0.0))
+    rows.update(teacher_and_sft_rows(console, run, run_dir, score, sampled=args.sampled, plateau=args.plateau))
+    rows["rl_off"] = score("RL, tool disabled (greedy)", "rl-tool-disabled-greedy", final, 0.0, disabled=True)
     if args.sampled:
-        rows["rl_sampled"] = evaluate(console, "RL, tool (sampled)", eval_config(
-            run, out / "rl-tool-sampled", backend="transformers", path=str(final), tools=True, temperature=1.0))
-        rows["rl_off_sampled"] = evaluate(console, "RL, tool disabled (sampled)", eval_config(
-            run, out / "rl-tool-disabled-sampled", backend="transformers", path=str(final), tools=False,
-            temperature=1.0))
+        rows["rl_sampled"] = score("RL, tool (sampled)", "rl-tool-sampled", final, 1.0)
+        rows["rl_off_sampled"] = score("RL, tool disabled (sampled)", "rl-tool-disabled-sampled", final, 1.0,
+                                       disabled=True)
     train, seeds = engine.trainer.train_seeds, engine.eval.seeds
     blind = best_constant_answer(run, range(train.start, train.start + min(train.count, 1000)), seeds.seeds())
     answer = bare_action(blind.actions[0])
@@ -125,22 +141,58 @@ def main(argv: list[str] | None = None) -> int:
     rows["blind"] = Row(f"best constant answer '{answer}', no tool", blind.heldout.to_dict(), tool_calls=0.0)
     # The viewer of the main result: the RL model with its tool, every zoom shown with its image.
     if not args.sampled:
-        rows["rl_viewer"] = evaluate(console, "RL, tool (greedy, for the viewer)", eval_config(
-            run, out / "rl-tool-greedy", backend="transformers", path=str(final), tools=True, temperature=0.0))
+        rows["rl_viewer"] = score("RL, tool (greedy, for the viewer)", "rl-tool-greedy", final, 0.0)
 
     print_table(console, run.env.id, seeds, rows)
-    beats, passed = print_verdict(console, "RL with the tool", rows, {
-        "SFT": "sft", "the tools-disabled RL model": "rl_off", "the best constant answer": "blind"})
+    judged = print_verdict(console, rows, "rl_off_sampled")
+    verdict = judged[0]
     viewer = rows.get("rl_sampled") or rows.get("rl_viewer")
     if viewer is not None:
         console.print(f"  tool turns with their zoomed images: {viewer.where}/trajectories.html "
                       f"(or `vista trajectories show {viewer.where}`)", highlight=False, soft_wrap=True)
     console.print(f"  run directory: {run_dir} (plot: {run_dir}/reward_success.png)", highlight=False,
                   soft_wrap=True)
-    if args.start is not None:
-        console.print(f"wall time: {time.time() - args.start:.0f} s", highlight=False)
-    save_summary(run_dir / "demo_tools.json", run.env.id, rows, beats, passed, answer)
-    return 0 if passed else 1
+    wall = time.time() - args.start if args.start is not None else None
+    if wall is not None:
+        console.print(f"wall time: {wall:.0f} s", highlight=False)
+    beats = {check.name: check.passed for check in verdict.checks}
+    save_summary(run_dir / "demo_tools.json", run.env.id, rows, beats, verdict.passed, answer)
+    write_job_summary(run_dir, "tools", run, rows, judged, wall)
+    return 0 if verdict.passed else 1
+
+
+def teacher_and_sft_rows(console: Console, run: RunConfig, run_dir: Path, score: Callable[..., Row], *,
+                         sampled: bool, plateau: bool) -> dict[str, Row]:
+    """The rows issue 38 adds to both tool demos: the teacher SFT imitated (scripted, so greedy and
+    sampled alike) and SFT at 1x (sampled; greedy is the trainer's), 2x and 4x its configured steps."""
+    engine = validate_engine_config(run)
+    started = time.perf_counter()
+    teacher = teacher_success(run, engine.eval.seeds.seeds())
+    console.print(f"teacher '{teacher_name(run)}' (scripted): held-out success {teacher} "
+                  f"({time.perf_counter() - started:.0f} s)")
+    rows = {"teacher": Row(f"teacher '{teacher_name(run)}' (scripted)", teacher.to_dict())}
+    models = {1: sft_model_dir(run_dir, 1)}
+    if plateau and run.sft.steps:
+        started = time.perf_counter()
+        models.update(train_sft_multiples(run_dir, [k for k in SFT_MULTIPLES if k > 1], console))
+        console.print(f"SFT at {', '.join(f'{k}x' for k in SFT_MULTIPLES[1:])} of {run.sft.steps} steps: "
+                      f"{time.perf_counter() - started:.0f} s")
+    for multiple, model in models.items():
+        if not (model / "config.json").exists():
+            continue
+        label = f"SFT {multiple}x ({multiple * run.sft.steps} steps)"
+        if multiple > 1:
+            rows[f"sft_{multiple}x"] = score(f"{label} (greedy)", f"sft-{multiple}x-greedy", model, 0.0)
+        if sampled:
+            key = "sft_sampled" if multiple == 1 else f"sft_{multiple}x_sampled"
+            rows[key] = score(f"{label} (sampled)", f"sft-{multiple}x-sampled", model, 1.0)
+    return rows
+
+
+#: The verdict's rows (issue 38): RL sampled against these, each (kind, row key).
+SAMPLED_RIVALS: tuple[tuple[RivalKind, str], ...] = (
+    ("teacher", "teacher"), ("sft", "sft_sampled"), ("sft", "sft_2x_sampled"), ("sft", "sft_4x_sampled"),
+    ("blind", "blind"))
 
 
 def print_table(console: Console, env_id: str, seeds: SeedRange, rows: dict[str, Row]) -> None:
@@ -153,18 +205,34 @@ def print_table(console: Console, env_id: str, seeds: SeedRange, rows: dict[str,
         console.print(f"  {row.label:<{width}}  {row.cell()}{calls}", highlight=False, soft_wrap=True)
 
 
-def print_verdict(console: Console, claim: str, rows: dict[str, Row],
-                  rivals: dict[str, str]) -> tuple[dict[str, bool], bool]:
-    """The verdict both tool demos print: whether RL's (row ``rl``) lower CI bound is above each
-    rival's upper one; ``rivals`` maps a rival's name to its row key (a missing row never passes)."""
-    rl = rows.get("rl")
-    beats = {name: rl is not None and key in rows and rl.success["ci95_low"] > rows[key].success["ci95_high"]
-             for name, key in rivals.items()}
-    passed = all(beats.values())
-    console.print(f"{claim} beats {', '.join(rivals)} beyond both 95% CIs: {'yes' if passed else 'no'}"
-                  + ("" if passed else f" (not beyond: {', '.join(name for name, ok in beats.items() if not ok)})"),
-                  highlight=False, soft_wrap=True)
-    return beats, passed
+def print_verdict(console: Console, rows: dict[str, Row], ablation: str) -> tuple[Verdict, Estimate | None,
+                                                                                list[Rival]]:
+    """The verdict both tool demos print (``vista_plugin_local.verdict.job_verdict``): RL sampled
+    (row ``rl_sampled``) beyond both CIs of the teacher, every sampled SFT row, the blind row and the
+    ablation row ``ablation``; a missing row fails.  Returns the verdict, RL's estimate and the rivals."""
+    def estimate(key: str) -> Estimate | None:
+        return estimate_of(rows[key].success) if key in rows else None
+
+    rivals = [Rival(kind, rows[key].label if key in rows else key, estimate(key))
+              for kind, key in (*SAMPLED_RIVALS, ("ablation", ablation))]
+    rl = estimate("rl_sampled")
+    verdict = job_verdict(rl, rivals)
+    console.print("verdict on sampled success: RL must beat the teacher, SFT at 1x/2x/4x steps, the best constant "
+                  "answer and the ablation beyond both 95% CIs", highlight=False, soft_wrap=True)
+    console.print(verdict.line(), highlight=False, soft_wrap=True)
+    return verdict, rl, rivals
+
+
+def write_job_summary(run_dir: Path, job: str, run: RunConfig, rows: dict[str, Row],
+                      judged: tuple[Verdict, Estimate | None, list[Rival]], wall: float | None) -> None:
+    """The shared ``job_summary.json`` (``scripts/demo.sh --seeds`` prints one table from them)."""
+    verdict, rl, rivals = judged
+    table = {row.label: {"sampled" if "(sampled)" in row.label else "greedy": estimate_of(row.success)}
+             for row in rows.values()}
+    judged_rows = {"RL": rl.to_dict() if rl else None,
+                   **{f"{rival.kind}: {rival.name}": rival.estimate.to_dict() if rival.estimate else None
+                      for rival in rivals}}
+    write_summary(run_dir, job, run, table, verdict.to_dict(), {"wall_s": wall, "judged": judged_rows})
 
 
 def save_summary(path: Path, env_id: str, rows: dict[str, Row], beats: dict[str, bool], passed: bool,

@@ -26,5 +26,6 @@ from vista_rl_sdk.tiny_models import init_tiny_model
 print(f"tiny model: {init_tiny_model(sys.argv[1], seed=0)}")
 PY
 RUN="$OUT/$(date +%Y%m%d-%H%M%S)-$(basename "$CONFIG" .yaml)"
+[[ -z "${VISTA_DEMO_RUNS_FILE:-}" ]] || echo "$RUN" >> "$VISTA_DEMO_RUNS_FILE"
 "$VENV/bin/vista" train "$CONFIG" --set "model.path=$OUT/tiny-model-tools" --set "output_dir=$RUN" "$@"
 "$VENV/bin/python" scripts/demo_tools.py "$RUN" --start "$START" ${VISTA_DEMO_TOOLS_ARGS:-}

@@ -213,7 +213,14 @@ def test_main_job_report_runs_on_a_real_trained_run(tmp_path: Any, tiny_model_di
     code = main([str(tmp_path / "run"), "--blind-train-seeds", "4", "--blind-candidates", "4"])
     report = json.loads((tmp_path / "run" / "results.json").read_text())["main_job"]
     rows = report["rows"]
-    assert {"untrained", "SFT", "RL", "RL, images blanked", "best blind sequence", "random actions"} <= set(rows)
+    assert {"untrained", "SFT 1x", "SFT 2x", "SFT 4x", "teacher 'oracle'", "RL", "RL, images blanked",
+            "best blind sequence", "random actions"} <= set(rows)  # issue 38: the teacher and SFT's plateau
+    assert (tmp_path / "run" / "models" / "sft-4x" / "config.json").is_file()
+    assert rows["teacher 'oracle'"]["sampled"]["value"] == 1.0
     assert all(set(modes) == {"greedy", "sampled"} for modes in rows.values())
     assert all(modes["greedy"]["n"] == 3 for name, modes in rows.items() if name != "best blind sequence")
     assert code == (0 if report["verdict"]["passed"] else 1)
+    assert [check["name"] for check in report["verdict"]["checks"]][:4] == [
+        "rl_beats_teacher", "rl_beats_sft", "rl_beats_blind", "rl_beats_ablation"]
+    summary = json.loads((tmp_path / "run" / "job_summary.json").read_text())
+    assert summary["job"] == "main" and set(summary["judged"]) >= {"RL", "sft: SFT 4x", "teacher: teacher 'oracle'"}

@@ -66,7 +66,7 @@ def test_the_example_config_trains_end_to_end_and_the_harness_prints_its_rows(
     assert run.env.config["tools"] == ["search_coordinate"] and run.rollout.tools["search_coordinate"].config
     results = LocalEngine(run).run()
     assert {"sft", "rl"} <= set(results["evals"])
-    status = _harness().main([str(tmp_path / "run"), "--no-sampled"])
+    status = _harness().main([str(tmp_path / "run"), "--no-sampled", "--no-plateau"])
     summary = json.loads((tmp_path / "run" / "demo_grounded.json").read_text())
     assert status == (0 if summary["verdict"] else 1)
     assert {"sft", "rl", "rl_off", "blind"} <= set(summary["rows"])

@@ -41,7 +41,8 @@ def _tiny_example(model_dir: Path, out: Path) -> RunConfig:
         "sft.steps=2", "sft.batch_size=2", "sft.seeds.count=3",
         "trainer.steps=1", "trainer.seeds_per_step=2",
         "trainer.micro_batch_size=4",
-        "eval.seeds.count=2", "rollout.batch_size=4"])
+        "eval.seeds.count=2", "rollout.batch_size=4",
+        "env.config.teacher=oracle"])  # every SFT seed succeeds (the example's first_column teacher fails some)
 
 
 def test_the_example_config_trains_end_to_end_and_the_harness_scores_tools_disabled(
@@ -80,11 +81,15 @@ def test_the_example_config_trains_end_to_end_and_the_harness_scores_tools_disab
         assert "Zoomed view of image 0" in encoder.tokenizer.decode(answer.input_ids[:prompt_end])
 
     # The harness: the RL model with the tool disabled, and the best constant answer, on the held-out seeds.
-    status = _harness().main([str(tmp_path / "run"), "--no-sampled"])
+    status = _harness().main([str(tmp_path / "run"), "--no-sampled", "--no-plateau"])
     summary = json.loads((tmp_path / "run" / "demo_tools.json").read_text())
-    assert status == (0 if summary["verdict"] else 1)
+    assert status == 1 and summary["verdict"] is False  # no sampled rows: the verdict cannot pass
     rows = summary["rows"]
-    assert {"untrained", "sft", "rl", "rl_off", "blind", "rl_viewer"} <= set(rows)
+    assert {"untrained", "sft", "rl", "rl_off", "blind", "rl_viewer", "teacher"} <= set(rows)
+    assert rows["teacher"]["success"]["value"] == 1.0  # the oracle, set above
+    shared = json.loads((tmp_path / "run" / "job_summary.json").read_text())
+    assert shared["job"] == "tools" and shared["verdict"]["passed"] is False
+    assert shared["judged"]["RL"] is None and "teacher: teacher 'oracle' (scripted)" in shared["judged"]
     assert rows["rl_off"]["tool_calls"] == 0 and rows["blind"]["tool_calls"] == 0
     off = [json.loads(line) for line in
            (Path(rows["rl_off"]["where"]) / "trajectories.jsonl").read_text().splitlines()]
@@ -98,16 +103,22 @@ def test_the_example_config_trains_end_to_end_and_the_harness_scores_tools_disab
     assert blind in run.env.config.get("colours", ["red", "green", "blue", "orange"])
 
 
-def test_the_verdict_needs_rl_beyond_every_rival_ci() -> None:
+def test_the_verdict_is_on_sampled_success_against_every_rival() -> None:
     from rich.console import Console
 
     harness = _harness()
 
-    def row(low: float, high: float) -> Any:
-        return harness.Row("r", {"value": (low + high) / 2, "ci95_low": low, "ci95_high": high})
+    def row(label: str, low: float, high: float) -> Any:
+        return harness.Row(label, {"value": (low + high) / 2, "ci95_low": low, "ci95_high": high, "n": 200})
 
-    rows = {"rl": row(0.6, 0.8), "sft": row(0.3, 0.5), "blind": row(0.2, 0.6)}
-    rivals = {"SFT": "sft", "the blind row": "blind", "a missing row": "nope"}
-    beats, passed = harness.print_verdict(Console(quiet=True), "RL", rows, rivals)
-    assert beats == {"SFT": True, "the blind row": False, "a missing row": False} and not passed
-    assert harness.print_verdict(Console(quiet=True), "RL", rows, {"SFT": "sft"}) == ({"SFT": True}, True)
+    rows = {"rl_sampled": row("RL (sampled)", 0.6, 0.8), "rl": row("RL (greedy)", 0.9, 1.0),
+            "teacher": row("teacher", 0.4, 0.55), "sft_sampled": row("SFT 1x", 0.3, 0.5),
+            "sft_2x_sampled": row("SFT 2x", 0.3, 0.5), "sft_4x_sampled": row("SFT 4x", 0.4, 0.59),
+            "blind": row("blind", 0.2, 0.3), "rl_off_sampled": row("off", 0.0, 0.1)}
+    verdict, rl, rivals = harness.print_verdict(Console(quiet=True), rows, "rl_off_sampled")
+    assert verdict.passed and rl is not None and rl.low == 0.6 and len(rivals) == 6
+    rows["sft_4x_sampled"] = row("SFT 4x", 0.5, 0.65)  # SFT trained 4x as long is within RL's CI
+    verdict, _, _ = harness.print_verdict(Console(quiet=True), rows, "rl_off_sampled")
+    assert not verdict.passed and "SFT 4x" in verdict.line()
+    del rows["rl_off_sampled"]  # a missing ablation row fails
+    assert not harness.print_verdict(Console(quiet=True), rows, "rl_off_sampled")[0].passed

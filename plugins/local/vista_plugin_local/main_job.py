@@ -27,8 +27,16 @@ from rich.console import Console
 import vista_rl
 from vista_plugin_local.config import LocalEngineConfig, validate_engine_config
 from vista_plugin_local.evaluate import HeldOutEval
+from vista_plugin_local.job_rows import (
+    SFT_MULTIPLES,
+    teacher_name,
+    teacher_success,
+    train_sft_multiples,
+    write_summary,
+)
 from vista_plugin_local.policy import Policy, load_pretrained, pick_device
 from vista_plugin_local.policy_backend import PolicyBackend
+from vista_plugin_local.verdict import Rival, job_verdict
 from vista_rl import VistaError
 from vista_rl.baselines import (
     BLANK_ENV_ID,
@@ -36,7 +44,6 @@ from vista_rl.baselines import (
     Verdict,
     bare_action,
     best_blind_baseline,
-    main_job_verdict,
     random_baseline,
 )
 from vista_rl.config import RunConfig, validate_config
@@ -44,7 +51,7 @@ from vista_rl.rollout import Estimate
 
 GREEDY, SAMPLED = 0.0, 1.0
 #: Trainer eval labels -> report rows (the order of the table).
-STAGES = (("untrained", "untrained"), ("sft", "SFT"), ("rl", "RL"))
+STAGES = (("untrained", "untrained"), ("sft", "SFT 1x"), ("rl", "RL"))
 
 
 def _estimate(record: dict[str, Any]) -> Estimate:
@@ -55,7 +62,8 @@ class MainJobReport:
     """Evaluates what the table needs for one run directory."""
 
     def __init__(self, run_dir: str | Path, console: Console | None = None, blind_train_seeds: int = 100,
-                 blind_candidates: int = 40, decodings: tuple[str, ...] = ("greedy", "sampled")) -> None:
+                 blind_candidates: int = 40, decodings: tuple[str, ...] = ("greedy", "sampled"),
+                 plateau: bool = True) -> None:
         self.run_dir = Path(run_dir)
         self.console = console or Console()
         if not (self.run_dir / "config.yaml").exists() or not (self.run_dir / "results.json").exists():
@@ -70,6 +78,8 @@ class MainJobReport:
         if unknown or not decodings:
             raise VistaError(f"decodings must be greedy and/or sampled, got {sorted(decodings)}")
         self.decodings = tuple(decodings)
+        #: train and score SFT at 2x and 4x its steps (the verdict needs those rows)
+        self.plateau = plateau
         self.device = pick_device(self.engine.local.device)
 
     # ------------------------------------------------------------------ pieces
@@ -112,6 +122,25 @@ class MainJobReport:
                            f"({baseline.candidates_scored} sequences scored, {time.perf_counter() - started:.0f} s)")
         return baseline
 
+    def teacher_and_plateau_rows(self) -> dict[str, dict[str, Estimate]]:
+        """The teacher SFT imitated (scripted: one estimate for both columns) and SFT at 2x and 4x its
+        configured steps (issue 38: the verdict's SFT row is the best of 1x, 2x, 4x)."""
+        started = time.perf_counter()
+        teacher = teacher_success(self.run, self.engine.eval.seeds.seeds())
+        self.console.print(f"  teacher '{teacher_name(self.run)}': held-out {teacher} "
+                           f"({time.perf_counter() - started:.1f} s)")
+        rows = {f"teacher '{teacher_name(self.run)}'": {"greedy": teacher, "sampled": teacher}}
+        if not self.plateau or not self.run.sft.steps:
+            return rows
+        started = time.perf_counter()
+        models = train_sft_multiples(self.run_dir, [k for k in SFT_MULTIPLES if k > 1], self.console)
+        self.console.print(f"  SFT at 2x and 4x {self.run.sft.steps} steps: {time.perf_counter() - started:.0f} s")
+        for multiple, path in models.items():
+            policy = self._policy(path)
+            name = f"SFT {multiple}x"
+            rows[name] = {mode: self._evaluate(policy, temperature, f"{name} {mode}") for mode, temperature in self._modes()}
+        return rows
+
     def random_baseline(self) -> Estimate | None:
         """``scripted:random`` on the held-out seeds with the run's turn cap: the floor any acting
         policy should clear (a row of the table, not part of the verdict)."""
@@ -150,6 +179,7 @@ class MainJobReport:
                 rows["RL, images blanked"] = {
                     mode: self._evaluate(policy, temperature, f"RL {mode}, images blanked", blank=True)
                     for mode, temperature in self._modes()}
+        rows.update(self.teacher_and_plateau_rows())
         blind = self.blind_baseline()
         if blind is not None and blind.heldout is not None:
             rows["best blind sequence"] = {"greedy": blind.heldout, "sampled": blind.heldout}
@@ -161,12 +191,15 @@ class MainJobReport:
             "decoding_for_verdict": self.verdict_mode,
             "rows": {name: {mode: est.to_dict() for mode, est in modes.items()} for name, modes in rows.items()},
             "blind": blind.to_dict() if blind is not None else None,
-            "verdict": verdict.to_dict() if verdict is not None else {"passed": False,
-                                                                      "line": "VERDICT: FAIL (rows missing)"},
+            "verdict": verdict.to_dict(),
         }
         self.results["main_job"] = report
         (self.run_dir / "results.json").write_text(json.dumps(self.results, indent=2))
         self.rows = rows
+        rl, rivals = self.judged
+        judged = {"RL": rl.to_dict() if rl else None,
+                  **{f"{r.kind}: {r.name}": r.estimate.to_dict() if r.estimate else None for r in rivals}}
+        write_summary(self.run_dir, "main", self.run, rows, verdict.to_dict(), {"judged": judged})
         return report
 
     def _modes(self) -> list[tuple[str, float]]:
@@ -176,16 +209,25 @@ class MainJobReport:
 
     @property
     def verdict_mode(self) -> str:
-        """The verdict uses the decoding the run config evaluates with (``eval.temperature``)."""
-        return "greedy" if self.engine.eval.temperature == 0 else "sampled"
+        """The verdict is on sampled success (issue 38), whatever the trainer evaluated with."""
+        return "sampled"
 
-    def verdict(self, rows: dict[str, dict[str, Estimate]]) -> Verdict | None:
+    def verdict(self, rows: dict[str, dict[str, Estimate]]) -> Verdict:
+        """``vista_plugin_local.verdict.job_verdict`` on sampled success: RL beyond the teacher, SFT at
+        1x/2x/4x, the best blind sequence and RL with its images blanked; blanking must also cost RL
+        at least 0.2 (the main job's rule before issue 38, kept).  A missing row fails."""
         mode = self.verdict_mode
-        needed = ("RL", "SFT", "best blind sequence", "RL, images blanked")
-        if any(name not in rows for name in needed):
-            return None
-        return main_job_verdict(rows["RL"][mode], rows["SFT"][mode], rows["best blind sequence"][mode],
-                                rows["RL, images blanked"][mode])
+
+        def get(name: str) -> Estimate | None:
+            return rows.get(name, {}).get(mode)
+
+        teacher = next((name for name in rows if name.startswith("teacher")), "teacher")
+        rivals = [Rival("teacher", teacher, get(teacher)),
+                  *(Rival("sft", f"SFT {k}x", get(f"SFT {k}x")) for k in SFT_MULTIPLES),
+                  Rival("blind", "best blind sequence", get("best blind sequence")),
+                  Rival("ablation", "RL, images blanked", get("RL, images blanked"))]
+        self.judged = (get("RL"), rivals)
+        return job_verdict(get("RL"), rivals, min_ablation_drop=0.2)
 
 
 def format_table(report: dict[str, Any], env_id: str, seeds: int) -> str:
@@ -205,8 +247,9 @@ def format_table(report: dict[str, Any], env_id: str, seeds: int) -> str:
     if blind:
         lines.append(f"  (best blind sequence: {', '.join(bare_action(a) for a in blind['actions'])}, chosen on "
                      f"training seeds out of {blind['candidates_scored']} scored)")
-    lines.append(f"verdict on {report['decoding_for_verdict']} success: RL must beat SFT and the best blind "
-                 "sequence beyond both 95% CIs, and blanking the images must cost RL >= 0.2")
+    lines.append(f"verdict on {report['decoding_for_verdict']} success: RL must beat the teacher, SFT at 1x/2x/4x "
+                 "steps, the best blind sequence and RL with its images blanked beyond both 95% CIs, and "
+                 "blanking the images must cost RL >= 0.2")
     lines.append(report["verdict"]["line"])
     return "\n".join(lines)
 
@@ -217,13 +260,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--blind-train-seeds", type=int, default=100,
                         help="training seeds the blind sequence is chosen on (default 100)")
     parser.add_argument("--blind-candidates", type=int, default=40, help="sequences the blind search may score")
+    parser.add_argument("--plateau", action=argparse.BooleanOptionalAction, default=True,
+                        help="train and score SFT at 2x and 4x its steps (the verdict needs those rows)")
     parser.add_argument("--decodings", default="greedy,sampled",
                         help="comma-separated: greedy, sampled (the verdict's decoding is always included)")
     args = parser.parse_args(argv)
     console = Console()
     try:
         job = MainJobReport(args.run_dir, console, args.blind_train_seeds, args.blind_candidates,
-                            tuple(part.strip() for part in args.decodings.split(",") if part.strip()))
+                            tuple(part.strip() for part in args.decodings.split(",") if part.strip()),
+                            plateau=args.plateau)
         report = job.build()
     except VistaError as exc:
         console.print(f"[red]error:[/red] {exc}")

@@ -1,0 +1,75 @@
+"""One table for a multi-seed demo (``bash scripts/demo.sh [--tools|--grounded] --seeds 0,1,2``): a
+row per seed with the rows the verdict judged (sampled success, 95% CIs), that seed's verdict, and
+the count of seeds that passed.  A multi-seed verdict passes only if every seed passed (issue 38).
+
+    python scripts/demo_seeds.py RUN_DIR [RUN_DIR ...]     # each holds job_summary.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from vista_plugin_local.job_rows import SUMMARY_FILE
+from vista_plugin_local.verdict import seeds_verdict
+
+
+def cell(record: dict[str, Any] | None) -> str:
+    if record is None:
+        return "(missing)"
+    return f"{record['value']:.3f} [{record['ci95_low']:.3f}, {record['ci95_high']:.3f}]"
+
+
+def best(judged: dict[str, Any], kind: str) -> tuple[str, dict[str, Any] | None]:
+    """The strongest row of a kind (highest success), as the verdict's SFT row is the best of three."""
+    rows = [(name, record) for name, record in judged.items() if name.startswith(f"{kind}: ")]
+    measured = [(name, record) for name, record in rows if record is not None]
+    if not measured:
+        return (rows[0][0] if rows else kind), None
+    return max(measured, key=lambda item: (item[1]["value"], item[1]["ci95_high"]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("run_dirs", nargs="+", type=Path)
+    args = parser.parse_args(argv)
+    summaries: list[dict[str, Any]] = []
+    for run_dir in args.run_dirs:
+        path = run_dir / SUMMARY_FILE
+        if not path.is_file():
+            print(f"{run_dir}: no {SUMMARY_FILE} (the run or its harness broke); counted as failed")
+            summaries.append({"seed": None, "run_dir": str(run_dir), "verdict": {"passed": False}, "judged": {}})
+            continue
+        summaries.append({**json.loads(path.read_text()), "run_dir": str(run_dir)})
+    kinds = ("teacher", "sft", "blind", "ablation")
+    header = ["seed", "RL", "teacher", "best SFT", "blind", "ablation", "verdict", "wall s"]
+    table = []
+    for index, summary in enumerate(summaries):
+        judged = summary.get("judged") or {}
+        picked = {kind: best(judged, kind) for kind in kinds}
+        wall = summary.get("wall_s")
+        table.append([str(summary.get("seed", f"? ({index})")), cell(judged.get("RL")),
+                      *(cell(picked[kind][1]) for kind in kinds),
+                      "PASS" if summary["verdict"].get("passed") else "FAIL",
+                      f"{wall:.0f}" if isinstance(wall, (int, float)) else "-"])
+    if summaries and summaries[0].get("env"):
+        print(f"\n{summaries[0].get('job', '')} job on {summaries[0]['env']}, teacher "
+              f"'{summaries[0].get('teacher', '?')}': held-out sampled success per seed, 95% CIs")
+    widths = [max(len(row[i]) for row in [header, *table]) for i in range(len(header))]
+    for row in [header, *table]:
+        print("  " + "  ".join(value.ljust(width) for value, width in zip(row, widths, strict=True)))
+    for summary in summaries:
+        sft = best(summary.get("judged") or {}, "sft")[0].removeprefix("sft: ")
+        print(f"  seed {summary.get('seed')}: best SFT row {sft}; run {summary['run_dir']}")
+    combined = seeds_verdict({(s["seed"] if isinstance(s.get("seed"), int) else -1 - index): bool(
+        s["verdict"].get("passed")) for index, s in enumerate(summaries)})
+    print(f"{combined.passed_count}/{len(summaries)} seeds passed")
+    print(combined.line())
+    return 0 if combined.passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

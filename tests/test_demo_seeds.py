@@ -1,0 +1,55 @@
+"""``scripts/demo_seeds.py`` (what ``scripts/demo.sh --seeds 0,1,2`` ends with): one table, a row per
+seed, the count that passed, and a non-zero exit when any seed failed (issue 38)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("demo_seeds", ROOT / "scripts" / "demo_seeds.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def est(value: float) -> dict[str, float]:
+    return {"value": value, "ci95_low": value - 0.05, "ci95_high": value + 0.05, "n": 200}
+
+
+def summary(path: Path, seed: int, passed: bool, sft4: float) -> Path:
+    path.mkdir(parents=True)
+    judged = {"RL": est(0.8), "teacher: teacher 'x'": est(0.6), "sft: SFT 1x": est(0.5), "sft: SFT 2x": est(0.6),
+              "sft: SFT 4x": est(sft4), "blind: blind": est(0.25), "ablation: RL, tool disabled": est(0.1)}
+    (path / "job_summary.json").write_text(json.dumps({
+        "job": "tools", "env": "e", "seed": seed, "teacher": "x", "judged": judged, "wall_s": 100.0,
+        "verdict": {"passed": passed}}))
+    return path
+
+
+def test_one_row_per_seed_and_the_count(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    runs = [summary(tmp_path / "a", 0, True, 0.6), summary(tmp_path / "b", 1, False, 0.78),
+            summary(tmp_path / "c", 2, True, 0.6), tmp_path / "broken"]
+    code = _script().main([str(run) for run in runs])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "2/4 seeds passed" in out and "failed at seed 1" in out
+    rows = [line for line in out.splitlines() if line.strip().startswith(("0 ", "1 ", "2 "))]
+    assert len(rows) == 3 and "0.780 [0.730, 0.830]" in rows[1]  # seed 1's best SFT row is its 4x
+    assert "no job_summary.json" in out
+    assert _script().main([str(tmp_path / "a"), str(tmp_path / "c")]) == 0
+
+
+def test_demo_sh_refuses_a_malformed_seed_list() -> None:
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "demo.sh"), "--seeds", "0,x"], capture_output=True,
+                          text=True, check=False)
+    assert done.returncode == 2 and "comma-separated" in done.stderr
