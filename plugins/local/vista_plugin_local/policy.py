@@ -208,6 +208,16 @@ class Policy:
         self.model.eval()
         batch = self._model_inputs(self.collate(prefixes, left_pad=True))
         self._reset_rope_cache(self.model)
+        kwargs, recorder = self.generation_kwargs(max_new_tokens, temperature, top_p, logprobs=logprobs)
+        with self.autocast():
+            out = self.model.generate(**batch, **kwargs)
+        return self.replies(out[:, batch["input_ids"].shape[1]:], recorder)
+
+    def generation_kwargs(self, max_new_tokens: int, temperature: float, top_p: float = 1.0, *,
+                          logprobs: bool = True) -> tuple[dict[str, Any], LogprobRecorder | None]:
+        """The ``generate`` arguments of :meth:`sample` and the recorder of the sampled log-probs
+        (shared with the episode-cached sampler, :mod:`~vista_plugin_local.cached_sampling`, so that
+        both sample one distribution)."""
         recorder = LogprobRecorder(temperature if temperature > 0 else 1.0) if logprobs else None
         kwargs: dict[str, Any] = {"max_new_tokens": max_new_tokens, "eos_token_id": self.encoder.im_end_id,
                                   "pad_token_id": self.encoder.pad_id,
@@ -220,9 +230,11 @@ class Policy:
             kwargs.update(do_sample=True, temperature=temperature, top_p=top_p, top_k=0)
         else:
             kwargs.update(do_sample=False)
-        with self.autocast():
-            out = self.model.generate(**batch, **kwargs)
-        new = out[:, batch["input_ids"].shape[1]:]
+        return kwargs, recorder
+
+    def replies(self, new: torch.Tensor, recorder: LogprobRecorder | None) -> list[tuple[list[int], list[float] | None]]:
+        """Each row's sampled ids (``new``: the ids ``generate`` appended) up to and with the end
+        token, and their log-probs when recorded."""
         picked = recorder.finish(new) if recorder is not None else None
         result: list[tuple[list[int], list[float] | None]] = []
         for row, tokens in enumerate(new.tolist()):

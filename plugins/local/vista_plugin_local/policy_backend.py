@@ -13,6 +13,10 @@ other backend.  What training needs beyond a plain backend, this one adds:
   the sampled ids of earlier assistant turns, so turn k+1's prompt extends turn k's prompt plus its
   sampled ids token for token ("exact" alignment).
 
+Each episode's KV cache is kept between its turns when the rollout engine names the episodes
+(``episode_keys``; :mod:`~vista_plugin_local.cached_sampling`), so a turn prefills only what it adds,
+and :meth:`PolicyBackend.end_episodes` frees an episode's cache when it ends.
+
 Encoded messages are kept by identity for as long as the rollout engine keeps passing them (it
 reuses the same ``Message`` objects turn after turn), so each image goes through the processor once
 per episode, not once per turn; the G samples of a seed find each other's tensors by image hash in
@@ -26,6 +30,9 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from vista_plugin_decodekit import DEFAULT_EPISODE_CACHE_MB
+
+from vista_plugin_local.cached_sampling import CachedSampler
 from vista_plugin_local.chat_tokens import EpisodeTokens, ImageInput
 from vista_plugin_local.policy import Policy
 from vista_rl import Chat, Generation, Message, ModelBackend, SamplingParams, escape_placeholders
@@ -52,8 +59,11 @@ class _Reply:
 class PolicyBackend(ModelBackend):
     """Samples from an in-memory :class:`Policy`; see the module docstring for what it adds."""
 
-    def __init__(self, policy: Policy, *, keep_images: bool = True) -> None:
+    def __init__(self, policy: Policy, *, keep_images: bool = True,
+                 episode_cache_mb: float = DEFAULT_EPISODE_CACHE_MB) -> None:
         self.policy = policy
+        #: each episode's KV cache between turns (0 MB: off; ``sampler.stats``: what it did)
+        self.sampler = CachedSampler(policy, episode_cache_mb)
         self.encoder = policy.encoder
         #: End-of-turn ids for the token view builder (``vista_rl.rollout.token_view``).
         self.stop_token_ids = [self.encoder.im_end_id]
@@ -67,9 +77,13 @@ class PolicyBackend(ModelBackend):
         self._texts: OrderedDict[tuple[str, str], list[int]] = OrderedDict()
 
     # ------------------------------------------------------------------ backend
-    def generate(self, chats: Sequence[Chat], params: SamplingParams) -> list[list[Generation]]:
+    def generate(self, chats: Sequence[Chat], params: SamplingParams,
+                 episode_keys: Sequence[str | None] | None = None) -> list[list[Generation]]:
         """One call for the whole batch.  A chat that cannot be encoded fails alone: its entry is
-        the exception (the rollout engine records it on that episode)."""
+        the exception (the rollout engine records it on that episode).  ``episode_keys``: the
+        episode each chat continues; with ``n == 1`` their caches are kept between turns."""
+        if episode_keys is not None and len(episode_keys) != len(chats):
+            raise ValueError(f"episode_keys has {len(episode_keys)} keys for {len(chats)} chats")
         if params.stop:
             raise ValueError("the local engine's policy stops at <|im_end|>; rollout.sampling.stop is not "
                              "supported (remove it)")
@@ -77,6 +91,7 @@ class PolicyBackend(ModelBackend):
         replies: dict[int, _Reply] = {}
         prefixes: list[EpisodeTokens] = []
         rows: list[int] = []
+        keys: list[str | None] = []
         outputs: list[list[Generation] | BaseException] = []
         for index, chat in enumerate(chats):
             try:
@@ -88,9 +103,12 @@ class PolicyBackend(ModelBackend):
             for _ in range(params.n):
                 prefixes.append(prefix)
                 rows.append(index)
+                keys.append(episode_keys[index] if episode_keys is not None and params.n == 1 else None)
         self._segments, self._replies = segments, replies
         if prefixes:
-            sampled = self.policy.sample(prefixes, params.max_tokens, params.temperature, params.top_p)
+            sampled = (self.sampler.sample(prefixes, keys, params.max_tokens, params.temperature, params.top_p)
+                       if self.sampler.enabled and any(key is not None for key in keys)
+                       else self.policy.sample(prefixes, params.max_tokens, params.temperature, params.top_p))
             for row, prefix, (ids, logprobs) in zip(rows, prefixes, sampled, strict=True):
                 samples = outputs[row]
                 assert isinstance(samples, list)
@@ -103,6 +121,10 @@ class PolicyBackend(ModelBackend):
                     last = chats[row][-1]
                     replies[id(last)] = _Reply(last, ids, escape_placeholders(text))
         return outputs  # type: ignore[return-value]
+
+    def end_episodes(self, keys: Sequence[str]) -> None:
+        """These episodes ended: free their kept caches now (the rollout engine calls it)."""
+        self.sampler.end(keys)
 
     # ---------------------------------------------------------------- rendering
     def _render(self, chat: Chat, segments: dict[int, _Segment], replies: dict[int, _Reply]) -> EpisodeTokens:
@@ -143,7 +165,8 @@ class PolicyBackend(ModelBackend):
             return _Segment(message, ids, [])
         vision: list[ImageInput] | None = None
         refs: list[str] = []
-        if self.keep_images:  # the G samples of a seed share their first image: process it once
+        if self.keep_images or self.sampler.enabled:  # also names each picture for the KV cache
+            # the G samples of a seed share their first image: process it once
             refs = [image_hash(image) for image in images]
             known = [self._vision.get(ref) for ref in refs]
             if all(tensors is not None for tensors in known):
