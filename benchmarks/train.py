@@ -77,15 +77,16 @@ class Timer(TrainerCallback):
         self.times.append(time.perf_counter() - self.start[0])
         self.cpu.append(time.process_time() - self.start[1])
 
-processor = AutoProcessor.from_pretrained(spec["model"])
-model = AutoModelForImageTextToText.from_pretrained(spec["model"], dtype=torch.float32)
 batch = spec["seeds_per_step"] * spec["group_size"]
 cuda = spec["device"] == "cuda"
+# the config first: a setting this TRL does not have fails before the model loads
 args = GRPOConfig(output_dir=spec["out"], per_device_train_batch_size=batch, num_generations=spec["group_size"],
                   max_completion_length=spec["max_tokens"], max_steps=spec["steps"], learning_rate=1e-4,
                   temperature=1.0, use_cpu=not cuda, bf16=spec["precision"] == "bf16", fp16=False, report_to=[],
                   logging_steps=1, save_strategy="no", gradient_accumulation_steps=1, beta=0.0, seed=0,
                   dataloader_num_workers=0, **spec["trl_config"])
+processor = AutoProcessor.from_pretrained(spec["model"])
+model = AutoModelForImageTextToText.from_pretrained(spec["model"], dtype=torch.float32)
 timer = Timer()
 trainer = GRPOTrainer(model=model, reward_funcs=reward, args=args, train_dataset=dataset, processing_class=processor,
                       callbacks=[timer])
