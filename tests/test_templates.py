@@ -35,8 +35,10 @@ from click.testing import CliRunner
 from cookiecutter.exceptions import FailedHookException
 from cookiecutter.main import cookiecutter
 
+from vista_rl_sdk import new_command as new_command_module
 from vista_rl_sdk import scaffold
 from vista_rl_sdk.add_item import add_item as scaffold_add_item
+from vista_rl_sdk.new_command import new_command
 
 REPO = Path(__file__).resolve().parents[1]
 TEMPLATES = REPO / "templates"
@@ -173,13 +175,13 @@ def test_good_names_pass_the_hook(name: str) -> None:
 def test_vista_new_is_added_to_the_cli_by_the_sdk_plugin() -> None:
     from vista_rl.cli.main import build_cli
 
-    assert build_cli().commands["new"] is scaffold.new_command
+    assert build_cli().commands["new"] is new_command
     sdk = next(info for info in __import__("vista_rl").get_plugins() if info.name == "sdk")
     assert sdk.distribution == "vista-rl-sdk" and "register_commands" in sdk.hooks
 
 
 def test_vista_new_creates_the_project_and_says_what_next(tmp_path: Path) -> None:
-    result = CliRunner().invoke(scaffold.new_command, ["tool", "lens", "--output-dir", str(tmp_path),
+    result = CliRunner().invoke(new_command, ["tool", "lens", "--output-dir", str(tmp_path),
                                                        "--description", "Zoom into images", "--author", "Ada"])
     assert result.exit_code == 0, result.output
     project = tmp_path / "vista-plugin-lens"
@@ -189,7 +191,7 @@ def test_vista_new_creates_the_project_and_says_what_next(tmp_path: Path) -> Non
 
 
 def test_vista_new_refuses_a_bad_name_before_writing(tmp_path: Path) -> None:
-    result = CliRunner().invoke(scaffold.new_command, ["env", "My Env", "-o", str(tmp_path), "--author", "Ada"])
+    result = CliRunner().invoke(new_command, ["env", "My Env", "-o", str(tmp_path), "--author", "Ada"])
     assert result.exit_code == 1
     assert "'my-env'" in result.output
     assert list(tmp_path.iterdir()) == []
@@ -198,9 +200,9 @@ def test_vista_new_refuses_a_bad_name_before_writing(tmp_path: Path) -> None:
 def test_vista_new_refuses_to_overwrite(tmp_path: Path) -> None:
     runner = CliRunner()
     args = ["judge", "twice", "-o", str(tmp_path), "--author", "Ada"]
-    assert runner.invoke(scaffold.new_command, args).exit_code == 0
+    assert runner.invoke(new_command, args).exit_code == 0
     (tmp_path / "vista-plugin-twice" / "README.md").write_text("my edits")
-    result = runner.invoke(scaffold.new_command, args)
+    result = runner.invoke(new_command, args)
     assert result.exit_code == 1 and "already exists" in result.output
     assert (tmp_path / "vista-plugin-twice" / "README.md").read_text() == "my edits"
 
@@ -238,17 +240,17 @@ def test_vista_new_takes_the_author_from_the_option_git_or_a_prompt(tmp_path: Pa
     monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(git_config))
     monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
     runner = CliRunner()
-    assert runner.invoke(scaffold.new_command, ["judge", "from-git", "-o", str(tmp_path)]).exit_code == 0
+    assert runner.invoke(new_command, ["judge", "from-git", "-o", str(tmp_path)]).exit_code == 0
     assert author_of(tmp_path / "vista-plugin-from-git") == {"name": "Grace From Git", "email": "grace@example.org"}
-    result = runner.invoke(scaffold.new_command, ["judge", "given", "-o", str(tmp_path), "--author", "Ada", "--email", ""])
+    result = runner.invoke(new_command, ["judge", "given", "-o", str(tmp_path), "--author", "Ada", "--email", ""])
     assert result.exit_code == 0 and author_of(tmp_path / "vista-plugin-given") == {"name": "Ada"}
-    monkeypatch.setattr(scaffold, "_interactive", lambda: True)  # a terminal: asked, git's name the default
-    result = runner.invoke(scaffold.new_command, ["judge", "asked", "-o", str(tmp_path)], input="Katherine\n")
+    monkeypatch.setattr(new_command_module, "_interactive", lambda: True)  # a terminal: asked, git's name the default
+    result = runner.invoke(new_command, ["judge", "asked", "-o", str(tmp_path)], input="Katherine\n")
     assert result.exit_code == 0 and "Author (for pyproject.toml and the LICENSE) [Grace From Git]" in result.output
     assert author_of(tmp_path / "vista-plugin-asked")["name"] == "Katherine"
-    monkeypatch.setattr(scaffold, "_interactive", lambda: False)
+    monkeypatch.setattr(new_command_module, "_interactive", lambda: False)
     git_config.write_text("")
-    result = runner.invoke(scaffold.new_command, ["judge", "nobody", "-o", str(tmp_path)])
+    result = runner.invoke(new_command, ["judge", "nobody", "-o", str(tmp_path)])
     assert result.exit_code == 1 and "--author" in result.output
     assert not (tmp_path / "vista-plugin-nobody").exists()
 
@@ -307,7 +309,7 @@ def test_vista_new_into_adds_module_registration_and_test(tmp_path: Path) -> Non
     project = bake("env", tmp_path)
     package = project / "vista_plugin_tpl_env"
     runner = CliRunner()
-    result = runner.invoke(scaffold.new_command, ["judge", "distance", "--into", str(project),
+    result = runner.invoke(new_command, ["judge", "distance", "--into", str(project),
                                                   "--description", "Steps left to the exit"])
     assert result.exit_code == 0, result.output
     assert "Added judge tpl-env/distance" in result.output
@@ -318,8 +320,8 @@ def test_vista_new_into_adds_module_registration_and_test(tmp_path: Path) -> Non
          {"description": "Steps left to the exit",
           "check_args": {"reference": "42", "correct": "42.0", "wrong": ["39", "44.5", "forty-two", "-42"]}})]
     # a second env goes into the existing register_envs; a tool gets a hook of its own
-    assert runner.invoke(scaffold.new_command, ["env", "hard", "--into", str(project)]).exit_code == 0
-    assert runner.invoke(scaffold.new_command, ["tool", "peek", "--into", str(project)]).exit_code == 0
+    assert runner.invoke(new_command, ["env", "hard", "--into", str(project)]).exit_code == 0
+    assert runner.invoke(new_command, ["tool", "peek", "--into", str(project)]).exit_code == 0
     assert [item_id for item_id, _, _ in registered(project, "register_envs")] == ["tpl-env/tpl-env-v0",
                                                                                      "tpl-env/hard-v0"]
     assert registered(project, "register_tools")[0][:2] == ("tpl-env/peek", "vista_plugin_tpl_env.peek_tool:PeekTool")
@@ -341,15 +343,15 @@ def test_vista_new_into_refuses_and_writes_nothing(args: list[str], message: str
     project = bake("judge", tmp_path)
     runner = CliRunner()
     if args[1] == "distance":
-        assert runner.invoke(scaffold.new_command, [*args, "--into", str(project)]).exit_code == 0
+        assert runner.invoke(new_command, [*args, "--into", str(project)]).exit_code == 0
     before = {path: path.read_bytes() for path in project.rglob("*") if path.is_file()}
-    result = runner.invoke(scaffold.new_command, [*args, "--into", str(project)])
+    result = runner.invoke(new_command, [*args, "--into", str(project)])
     assert result.exit_code == 1 and message in result.output, result.output
     assert {path: path.read_bytes() for path in project.rglob("*") if path.is_file()} == before
 
 
 def test_vista_new_into_needs_a_plugin_project(tmp_path: Path) -> None:
-    result = CliRunner().invoke(scaffold.new_command, ["judge", "distance", "--into", str(tmp_path)])
+    result = CliRunner().invoke(new_command, ["judge", "distance", "--into", str(tmp_path)])
     assert result.exit_code == 1 and "has no pyproject.toml" in result.output
 
 

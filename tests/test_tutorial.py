@@ -204,13 +204,13 @@ def test_vista_new_description_is_the_registered_one(kind: str, tmp_path: Path,
     import tomllib
     from click.testing import CliRunner
 
-    from vista_rl_sdk import scaffold
+    from vista_rl_sdk.new_command import new_command
 
     config = tmp_path / "cookiecutter.yaml"  # keep cookiecutter's replay files out of the home directory
     config.write_text(f"replay_dir: {tmp_path / 'replay'}\ncookiecutters_dir: {tmp_path / 'cc'}\n")
     monkeypatch.setenv("COOKIECUTTER_CONFIG", str(config))
     description = 'Is the "dot" on the left? A back\\slash too'
-    result = CliRunner().invoke(scaffold.new_command, [kind, "described", "-o", str(tmp_path / "out"),
+    result = CliRunner().invoke(new_command, [kind, "described", "-o", str(tmp_path / "out"),
                                                        "--description", description, "--author", "Ada"])
     assert result.exit_code == 0, result.output
     project = tmp_path / "out" / "vista-plugin-described"

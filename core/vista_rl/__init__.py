@@ -23,7 +23,7 @@ from vista_rl._engine_build import check_estimator_config
 from vista_rl._plugins import PluginHost, PluginInfo, get_plugins, host, load_plugins
 from vista_rl._registry import ItemSpec, is_import_path, resolve_import_path
 from vista_rl.engine_contract import Engine, EnginePlan
-from vista_rl.env import Env, EnvWrapper, StepResult, episode_seed
+from vista_rl.env import Env, EnvWrapper, StepResult, declared_actions, episode_seed
 from vista_rl.errors import ConfigError, DuplicateItemError, PluginLoadError, UnknownItemError, VistaError
 from vista_rl.estimator import AdvantageBatch, AdvantageEstimator, AdvantageOutput
 from vista_rl.hookspecs import (
@@ -154,6 +154,7 @@ __all__ = [
     "EnginePlan",
     "Env",
     "EnvWrapper",
+    "declared_actions",
     "EvalResult",
     "Generation",
     "ItemSpec",

@@ -25,11 +25,11 @@ from vista_rl import (
     ToolContext,
     ToolResult,
     count_placeholders,
+    declared_actions,
     is_import_path,
     observation_fingerprint,
     resolve_import_path,
 )
-from vista_rl.env import declared_actions
 from vista_rl_sdk.fresh_process import call_in_fresh_process
 from vista_rl_sdk.image_checks import cornered_everywhere, describe
 

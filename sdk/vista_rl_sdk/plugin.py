@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 @vista_rl.hookimpl
 def register_commands(cli: click.Group) -> None:
     from vista_rl_sdk.check_command import check_env_command
-    from vista_rl_sdk.scaffold import new_command
+    from vista_rl_sdk.new_command import new_command
 
     cli.add_command(new_command)
     cli.add_command(check_env_command)

@@ -13,7 +13,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from vista_rl.config_fields import ImportTarget
+from vista_rl import config_fields
 
 Recovery = Literal["replay", "fail"]
 
@@ -24,7 +24,7 @@ class RayEnvConfig(BaseModel):
     #: the field naming the wrapped env, and the field holding its config
     wraps_env: ClassVar[tuple[str, str]] = ("env", "config")
 
-    env: Annotated[str, ImportTarget] = Field(description="env id, or pkg.mod:Factory imported in the actor")
+    env: Annotated[str, config_fields.ImportTarget] = Field(description="env id, or pkg.mod:Factory imported in the actor")
     config: dict[str, Any] | None = Field(None, description="the wrapped env's config")
     recovery: Recovery = "replay"
     call_timeout_s: float = 60.0
