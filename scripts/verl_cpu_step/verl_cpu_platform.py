@@ -151,3 +151,40 @@ def _dedupe_backend(init: Any) -> Any:
 if os.environ.get("VERL_PLATFORM", "") == "cpu" and not hasattr(torch.distributed.init_process_group,
                                                                  "vista_cpu_dedupe"):
     torch.distributed.init_process_group = _dedupe_backend(torch.distributed.init_process_group)
+
+
+def _reloadable_cpu_linear_weights() -> bool:
+    """vLLM's CPU build packs every linear layer's weight into a oneDNN/SGL kernel after loading and
+    replaces ``layer.weight`` by an empty ``Parameter`` without its ``weight_loader``
+    (``vllm/model_executor/layers/utils.py``, ``dispatch_cpu_unquantized_gemm(layer, remove_weight=True)``,
+    called by ``UnquantizedLinearMethod.process_weights_after_loading``).  verl syncs the trained
+    weights into the server in place with ``model.load_weights`` (``verl/workers/rollout/vllm_rollout/
+    utils.py``, ``_update_weights``), which then fails: ``AttributeError: 'Parameter' object has no
+    attribute 'weight_loader'`` (and ``BufferError: cannot close exported pointers exist`` while the
+    worker unwinds).  Here each layer keeps its weight and multiplies with ``torch.nn.functional.linear``
+    (vLLM's own fallback for layers it does not pack, ``_cpu_skip_gemm_dispatch``): slower, reloadable.
+    Only in processes that already run vLLM (its worker imports verl's worker extension, so this plugin,
+    before it loads the model)."""
+    import sys
+
+    if "vllm" not in sys.modules:
+        return False
+    import vllm.model_executor.layers.linear as linear
+    method = linear.UnquantizedLinearMethod
+    if getattr(method.process_weights_after_loading, "vista_cpu_reloadable", False):
+        return True
+    original = method.process_weights_after_loading
+
+    def process_weights_after_loading(self: Any, layer: torch.nn.Module) -> None:
+        if getattr(layer, "weight", None) is not None and getattr(layer.weight, "ndim", 0) == 2:
+            layer.cpu_linear = torch.nn.functional.linear
+            return
+        original(self, layer)
+
+    process_weights_after_loading.vista_cpu_reloadable = True  # type: ignore[attr-defined]
+    method.process_weights_after_loading = process_weights_after_loading
+    return True
+
+
+if os.environ.get("VERL_PLATFORM", "") == "cpu":
+    _reloadable_cpu_linear_weights()

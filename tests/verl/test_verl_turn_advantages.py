@@ -42,6 +42,8 @@ from vista_plugin_verl.agent_loop import TurnRow, turn_state_key  # noqa: E402
 import vista_rl  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
+#: the local engine's plugin and the vista plugins it imports (its pyproject's dependencies)
+LOCAL_PLUGIN_FOLDERS = ("local", "decodekit")
 SEEDS, SAMPLES = 3, 4
 FAILED = ("uid1", 2)  # (seed uid, session) of the episode whose env crashed
 
@@ -79,13 +81,15 @@ def scripted_batch(seed: int = 0) -> list[Episode]:
 @pytest.fixture(scope="module")
 def local(tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
     """The local engine's advantage code, imported from its plugin folder."""
-    sys.path.insert(0, str(ROOT / "plugins" / "local"))
+    folders = [str(ROOT / "plugins" / name) for name in LOCAL_PLUGIN_FOLDERS]
+    sys.path[:0] = folders
     try:
         from vista_plugin_local import advantages
         from vista_plugin_local.chat_tokens import EpisodeTokens
         from vista_plugin_local.samples import TrainSample
     finally:
-        sys.path.remove(str(ROOT / "plugins" / "local"))
+        for folder in folders:
+            sys.path.remove(folder)
     return SimpleNamespace(advantages=advantages, EpisodeTokens=EpisodeTokens, TrainSample=TrainSample)
 
 

@@ -83,7 +83,9 @@ class ScriptedServerStandIn:
                        image_data: list[Any] | None = None, **_kwargs: Any) -> TokenOutput:
         ids = self.script[len(self.calls)]
         self.calls.append({"prompt_ids": list(prompt_ids), "images": len(image_data or [])})
-        return TokenOutput(token_ids=list(ids), log_probs=[LOGPROB] * len(ids), stop_reason="completed")
+        step = len(self.calls)  # as LLMServerClient.generate tags each output (llm_server.py:160-162)
+        return TokenOutput(token_ids=list(ids), log_probs=[LOGPROB] * len(ids), stop_reason="completed",
+                           extra_fields={"global_steps": step, "min_global_steps": step, "max_global_steps": step})
 
 
 class ScriptedProcessorBackend(ModelBackend):
@@ -213,6 +215,8 @@ def assert_parity(processor: Any, batch: DataProto, verl_output: Any, verl_traje
     assert fields["vista_failure"][0] == engine.failure
     assert fields["vista_attempts"][0] == engine.metadata["attempts"]
     assert fields["vista_success"][0] == bool(engine.success)
+    # the weight version the episode started and ended on (the v1 trainer's staleness tags need both)
+    assert (fields["min_global_steps"][0], fields["max_global_steps"][0]) == (1, len(engine.turns))
     assert _turns(verl_trajectory) == _turns(engine)
     assert verl_trajectory.system_prompt == engine.system_prompt
     assert verl_trajectory.token_view is not None and verl_trajectory.token_view.input_ids == view.input_ids
@@ -377,6 +381,7 @@ def test_per_turn_rows_are_the_engines_turn_views(processor, worker, zoom_env, m
         assert row.extra_fields["vista_turn"] == index and row.extra_fields["vista_turns"] == len(rows)
         assert row.extra_fields["vista_turn_reward"] == sum(view.turn_rewards) == engine.turns[index].reward
         assert row.extra_fields["vista_failure"] is None
+        assert row.extra_fields["min_global_steps"] == row.extra_fields["max_global_steps"] == index + 1
     assert rows[-1].reward_score == sum(turn.reward for turn in engine.turns)
     if rollout.window_size == 0:  # the answer turn sees the zoom alone, not the view before it
         assert len(rows[1].multi_modal_data["images"]) == 1

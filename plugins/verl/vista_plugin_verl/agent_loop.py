@@ -129,6 +129,8 @@ class TurnRow:
     images: list[Image.Image]
     response_ids: list[int]
     logprobs: list[float] | None
+    #: what verl's server said about the call (``global_steps``, ``min_global_steps``, ...)
+    server_fields: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -140,6 +142,9 @@ class LoopState:
     settings: RolloutSection
     per_turn: bool = False
     rows: list[TurnRow] = field(default_factory=list)
+    #: verl's server fields of the episode's calls, as its ToolAgentLoop keeps them: the first call's,
+    #: with ``max_global_steps`` from the last (the v1 trainer's staleness tags read them)
+    server_fields: dict[str, Any] = field(default_factory=dict)
     messages: list[dict[str, Any]] = field(default_factory=list)
     token_ids: list[int] = field(default_factory=list)
     response_mask: list[int] = field(default_factory=list)
@@ -263,13 +268,19 @@ class VistaAgentLoop(AgentLoopBase):
             image_data=list(state.images) or None)
         state.metrics["generate_sequences"] += time.perf_counter() - started
         token_ids = list(output.token_ids)
+        fields = dict(getattr(output, "extra_fields", None) or {})
+        if not state.server_fields:
+            state.server_fields.update(fields)
+        elif fields.get("max_global_steps") is not None:
+            state.server_fields["max_global_steps"] = fields["max_global_steps"]
         state.generation = Generation(
             text=reply_text(self.tokenizer, token_ids, self.end_ids), token_ids=token_ids,
             logprobs=list(output.log_probs) if output.log_probs else None, prompt_token_ids=prompt_ids,
             finish_reason=finish_reason(token_ids, output.stop_reason, self.end_ids))
         if state.per_turn:
             state.rows.append(TurnRow(prompt_ids, list(state.images), token_ids[:self.response_length],
-                                      list(output.log_probs)[:self.response_length] if output.log_probs else None))
+                                      list(output.log_probs)[:self.response_length] if output.log_probs else None,
+                                      fields))
             return Phase.PROCESSING
         if state.logprobs is None and output.log_probs and not state.response_mask:
             state.logprobs = []  # logprobs are on from the first turn (verl keeps them aligned)
@@ -336,6 +347,7 @@ class VistaAgentLoop(AgentLoopBase):
             num_turns=1 + 2 * len(trajectory.turns),
             metrics=state.metrics,
             extra_fields={
+                **state.server_fields,
                 "turn_scores": turn_scores,
                 "turn_ends": [end for end in state.turn_ends if end < limit],
                 **episode_fields(trajectory),
@@ -389,7 +401,7 @@ def turn_outputs(state: LoopState, trajectory: Trajectory, response_length: int)
             reward_score=total if index == len(state.rows) - 1 else reward,
             num_turns=2,
             metrics=state.metrics,
-            extra_fields={**fields, "vista_turn": index, "vista_turn_reward": reward,
+            extra_fields={**row.server_fields, **fields, "vista_turn": index, "vista_turn_reward": reward,
                           "vista_state": turn_state_key(row),
                           "vista_action": hashlib.sha1(json.dumps(row.response_ids).encode()).hexdigest()},
         ))
