@@ -129,3 +129,36 @@ def test_a_continued_row_reuses_its_prefix(tiny_model_dir: Path, cut: int) -> No
         alone = model.generate(input_ids=torch.tensor([[105, 106, 107, 108, 109][:cut] + [120, 121]]), max_new_tokens=4,
                                do_sample=False)
     assert continued.sequences[0, second.width:].tolist() == alone[0, cut + 2:].tolist()
+
+
+def test_image_spans_match_a_plain_scan_on_long_runs() -> None:
+    import random
+
+    rng = random.Random(0)
+    for _ in range(300):
+        ids = [rng.choice([1, 2, IMG, IMG, IMG]) for _ in range(rng.randint(0, 700))]
+        runs, start = [], -1
+        for position, token in enumerate([*ids, -1]):
+            if token == IMG and start < 0:
+                start = position
+            elif token != IMG and start >= 0:
+                runs.append((start, position))
+                start = -1
+        spans = image_spans(ids, IMG, ["k"] * len(runs))
+        assert spans is not None and [(span.start, span.end) for span in spans] == runs
+
+
+def test_a_preallocated_layer_writes_in_place_and_grows_when_it_must() -> None:
+    from vista_plugin_decodekit.buffers import PreallocatedLayer
+
+    layer = PreallocatedLayer(capacity=4)
+    first = torch.arange(2 * 1 * 3 * 2, dtype=torch.float32).view(2, 1, 3, 2)
+    keys, values = layer.update(first, -first)
+    assert torch.equal(keys, first) and torch.equal(values, -first) and layer.get_seq_length() == 3
+    buffer = layer.buffers()[0]
+    keys, _ = layer.update(first[:, :, :1], first[:, :, :1])
+    assert layer.buffers()[0] is buffer  # in place: no copy of the cache per step
+    keys, _ = layer.update(first, first)  # 7 > 4 positions: grows, keeping what it held
+    assert layer.get_seq_length() == 7 and torch.equal(keys[:, :, :3], first) and torch.equal(keys[:, :, 4:], first)
+    layer.crop(-2)
+    assert layer.update(first[:, :, :1], first[:, :, :1])[0].shape[-2] == 6  # a crop shortens what is filled

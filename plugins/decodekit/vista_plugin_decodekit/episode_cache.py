@@ -36,6 +36,7 @@ from typing import Any, Protocol
 
 import torch
 
+from vista_plugin_decodekit.buffers import PreallocatedLayer
 from vista_plugin_decodekit.positions import PositionScheme, position_scheme, unwrap
 from vista_plugin_decodekit.prefix import ImageSpan, image_spans, reusable_prefix
 
@@ -156,13 +157,16 @@ class EpisodeKVCache:
         from transformers.cache_utils import DynamicLayer
 
         layers = list(getattr(self._new_cache(), "layers", []))
+        if not layers:
+            return "the model's config does not say its cache layers"
         odd = [type(layer).__name__ for layer in layers
                if type(layer) is not DynamicLayer or getattr(layer, "is_sliding", False)]
         return f"cache layers {sorted(set(odd))} are not plain dynamic layers" if odd else None
 
     # ------------------------------------------------------------------ planning
-    def plan(self, rows: Sequence[RowPrompt], pad_id: int, device: Any) -> CachedBatch:
-        """The inputs of one ``generate`` call over ``rows`` (see the module docstring)."""
+    def plan(self, rows: Sequence[RowPrompt], pad_id: int, device: Any, max_new_tokens: int = 0) -> CachedBatch:
+        """The inputs of one ``generate`` call over ``rows`` (see the module docstring); its cache
+        has room for ``max_new_tokens`` more positions (:mod:`~vista_plugin_decodekit.buffers`)."""
         assert self.scheme is not None, "plan() needs an enabled cache"
         scheme = self.scheme
         with self._lock:
@@ -188,7 +192,7 @@ class EpisodeKVCache:
             highest = block_positions.view(-1, block).max(dim=0).values.cummax(dim=0).values
             before = entry.position_max[:prefix].cpu() if entry is not None else torch.zeros(0, dtype=torch.long)
             plan.position_max = torch.cat([before, highest])
-        cache = self._batch_cache(plans, entries, reused)
+        cache = self._batch_cache(plans, entries, reused, width + max_new_tokens)
         inputs: dict[str, Any] = {"input_ids": ids.to(device), "attention_mask": mask.to(device),
                                   "position_ids": positions.to(device), self.cache_keyword: cache}
         if pixels:
@@ -224,21 +228,27 @@ class EpisodeKVCache:
         return [image.tensors for image, span in zip(row.images, plan.spans, strict=True)
                 if span.start >= plan.reused]
 
-    def _batch_cache(self, plans: Sequence[_RowPlan], entries: Sequence[_Entry | None], reused: int) -> Any:
-        """A dynamic cache with each row's reused prefix right-aligned in ``reused`` columns."""
+    def _batch_cache(self, plans: Sequence[_RowPlan], entries: Sequence[_Entry | None], reused: int,
+                     capacity: int) -> Any:
+        """A dynamic cache of ``capacity`` positions per layer with each row's reused prefix
+        right-aligned in the first ``reused`` columns."""
         cache = self._new_cache()
+        cache.layers = [PreallocatedLayer(capacity) for _ in cache.layers]
         donor = next((entry for entry in entries if entry is not None), None)
         if donor is None or not reused:
             return cache
-        for layer, (keys, values) in enumerate(donor.layers):
-            shape = (len(plans), keys.shape[0], reused, keys.shape[2])
-            batch_keys = keys.new_zeros(shape)
-            batch_values = values.new_zeros((len(plans), values.shape[0], reused, values.shape[2]))
+        for index, (layer, (keys, _)) in enumerate(zip(cache.layers, donor.layers, strict=True)):
+            layer.allocate(len(plans), int(keys.shape[0]), int(keys.shape[2]), keys.dtype, keys.device)
+            key_buffer, value_buffer = layer.buffers()
             for row, (plan, entry) in enumerate(zip(plans, entries, strict=True)):
+                start = reused - plan.reused
+                if start:  # masked padding, zeroed (what the buffer held before could be NaN)
+                    key_buffer[row, :, :start] = 0
+                    value_buffer[row, :, :start] = 0
                 if entry is not None:
-                    batch_keys[row, :, reused - plan.reused:] = entry.layers[layer][0][:, :plan.reused]
-                    batch_values[row, :, reused - plan.reused:] = entry.layers[layer][1][:, :plan.reused]
-            cache.update(batch_keys, batch_values, layer)
+                    key_buffer[row, :, start:reused] = entry.layers[index][0][:, :plan.reused]
+                    value_buffer[row, :, start:reused] = entry.layers[index][1][:, :plan.reused]
+            layer.fill(reused)
         return cache
 
     # ------------------------------------------------------------------- keeping

@@ -33,20 +33,31 @@ def image_spans(ids: Sequence[int], image_token_id: int, keys: Sequence[str]) ->
     """Each maximal run of ``image_token_id`` in ``ids`` as one image, paired with ``keys`` in
     order; ``None`` when the runs and the keys do not pair up (a layout with adjacent images and no
     delimiter between them: such a prompt is not cached)."""
-    spans: list[ImageSpan] = []
-    start = -1
-    for position, token in enumerate(ids):
-        if token == image_token_id:
-            if start < 0:
-                start = position
-        elif start >= 0:
-            spans.append(ImageSpan(start, position, ""))
-            start = -1
-    if start >= 0:
-        spans.append(ImageSpan(start, len(ids), ""))
-    if len(spans) != len(keys):
+    runs: list[tuple[int, int]] = []
+    position = _find(ids, image_token_id, 0)
+    while position >= 0:
+        end = _run_end(ids, image_token_id, position)
+        runs.append((position, end))
+        position = _find(ids, image_token_id, end)
+    if len(runs) != len(keys):
         return None
-    return [ImageSpan(span.start, span.end, key) for span, key in zip(spans, keys, strict=True)]
+    return [ImageSpan(start, end, key) for (start, end), key in zip(runs, keys, strict=True)]
+
+
+def _find(ids: Sequence[int], token: int, start: int) -> int:
+    try:
+        return ids.index(token, start)
+    except ValueError:
+        return -1
+
+
+def _run_end(ids: Sequence[int], token: int, position: int) -> int:
+    """Past the run of ``token`` at ``position``: whole chunks compared at C speed, then one by one."""
+    for step in (CHUNK, 16, 1):
+        run = [token] * step
+        while position + step <= len(ids) and ids[position:position + step] == run:
+            position += step
+    return position
 
 
 def common_prefix_length(first: Sequence[int], second: Sequence[int], limit: int | None = None) -> int:

@@ -69,7 +69,7 @@ class CachedSampler:
         rows = [RowPrompt(key if all(image.digest for image in prefix.images) else None, list(prefix.input_ids),
                           [_Vision(image, policy) for image in prefix.images])
                 for prefix, key in zip(prefixes, keys, strict=True)]
-        batch = self.cache.plan(rows, policy.encoder.pad_id, policy.device)
+        batch = self.cache.plan(rows, policy.encoder.pad_id, policy.device, max_new_tokens)
         kwargs, recorder = policy.generation_kwargs(max_new_tokens, temperature, top_p)
         with torch.no_grad(), policy.autocast():
             out = policy.model.generate(**batch.inputs, **kwargs, return_dict_in_generate=True)

@@ -292,13 +292,13 @@ class TransformersBackend(ModelBackend):
             return encode_chats(self._encoder, chats, padding_side="left")
         return self.prompts.collate(rendered)
 
-    def _encode_episodes(self, chats: Sequence[Chat], keys: Sequence[str | None]) -> Any:
+    def _encode_episodes(self, chats: Sequence[Chat], keys: Sequence[str | None], max_new_tokens: int) -> Any:
         """The inputs of rows that continue episodes: their kept caches and only what each adds."""
         rendered = self._rendered(chats)
         if rendered is None or self.prompts is None:
             return encode_chats(self._encoder, chats, padding_side="left")
         pad = self.tokenizer.pad_token_id
-        return self.episodes.plan(rendered, keys, int(pad) if pad is not None else 0, self.device)
+        return self.episodes.plan(rendered, keys, int(pad) if pad is not None else 0, self.device, max_new_tokens)
 
     def generate_text(self, prompts: Sequence[str], params: SamplingParams, *, top_logprobs: int = 0,
                       control: GenerationControl | None = None) -> list[list[Generation]]:
@@ -329,7 +329,7 @@ class TransformersBackend(ModelBackend):
             started = time.perf_counter()
             chunk = rows[start:start + self.max_batch_size]
             inputs = (encode(chunk) if keys is None
-                      else self._encode_episodes(chunk, keys[start:start + self.max_batch_size]))
+                      else self._encode_episodes(chunk, keys[start:start + self.max_batch_size], params.max_tokens))
             self.timings.encode_s += time.perf_counter() - started
             self.timings.calls += 1
             flat.extend(self._generate_rows(inputs, params, batch_seed, top_logprobs, controlled))

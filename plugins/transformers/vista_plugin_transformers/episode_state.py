@@ -45,10 +45,10 @@ class EpisodeState:
         return self.cache.enabled
 
     def plan(self, prompts: Sequence[RenderedIds[EncodedImage]], keys: Sequence[str | None], pad_id: int,
-             device: str) -> CachedBatch:
+             device: str, max_new_tokens: int) -> CachedBatch:
         """The inputs of one ``generate`` call whose rows continue these episodes."""
         rows = [RowPrompt(key, prompt.ids, prompt.images) for key, prompt in zip(keys, prompts, strict=True)]
-        return self.cache.plan(rows, pad_id, device)
+        return self.cache.plan(rows, pad_id, device, max_new_tokens)
 
     def keep(self, batch: CachedBatch, output: Any, eos_ids: Sequence[int]) -> None:
         """After ``generate``: keep each row's cache (``output``: its ``return_dict_in_generate`` result)."""
