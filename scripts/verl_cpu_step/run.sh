@@ -30,6 +30,7 @@ OVL=${VERLCPU:-/tmp/verlcpu}
 LIMIT=${VERL_CPU_TIMEOUT:-2400}
 STALL=${VERL_CPU_STALL:-420}
 STEPS=${VERL_CPU_STEPS:-3}
+SFT_STEPS=${VERL_CPU_SFT_STEPS:-0}   # > 0: the SFT stage first, on verl's SFT trainer (torchrun), then RL from it
 PY=$OVL/bin/python
 fail() { echo "verl cpu step: $*" >&2; exit "${CODE:-2}"; }
 
@@ -107,7 +108,8 @@ rollout: {max_turns: 1, window_size: 0, group_size: 2, sampling: {temperature: 1
 algorithm: {estimator: grpo, kl_coef: 0.0, entropy_coef: 0.001, mini_batches: 1}
 trainer: {steps: $STEPS, seeds_per_step: 2, lr: 1.0e-5, micro_batch_size: 2, train_seeds: {start: 0, count: 16},
           checkpoint_every: 0, loggers: [jsonl]}
-eval: {seeds: {start: 100000, count: 2}, at_start: false}
+sft: {steps: $SFT_STEPS, batch_size: 4, lr: 1.0e-4, seeds: {start: 50000, count: 8}}
+eval: {seeds: {start: 100000, count: 2}, at_start: false, after_sft: false}
 engine_config:
   verl:
     python: $PY
@@ -134,6 +136,9 @@ engine_config:
       - actor_rollout_ref.rollout.agent.num_workers=1  # 8 agent-loop workers by default
       - data.dataloader_num_workers=0
       - trainer.test_freq=-1
+    sft_overrides:
+      - trainer.device=cpu
+      - engine.strategy=fsdp2
 YAML
 
 # ------------------------------------------------------------------ train, watched

@@ -60,10 +60,22 @@ def refusals(run: RunConfig) -> list[str]:
 
 
 # ------------------------------------------------------------------------------- the data
-def _png(image: Any) -> dict[str, bytes]:
+def _png(image: Any) -> dict[str, Any]:
+    """An image of a row: PNG bytes, decoded unchanged by :class:`.sft_dataset.VistaSFTDataset`."""
     buffer = io.BytesIO()
     image.convert("RGB").save(buffer, format="PNG")
     return {"bytes": buffer.getvalue()}
+
+
+def dataset_class_file() -> str:
+    """The file of our SFT dataset class, for verl's ``data.custom_cls.path`` (found without importing
+    it: it imports verl, which the driver may not have)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("vista_plugin_verl.sft_dataset")
+    if spec is None or spec.origin is None:  # pragma: no cover - the plugin ships it
+        raise ConfigError("vista_plugin_verl.sft_dataset is missing from this install")
+    return spec.origin
 
 
 def episode_rows(trajectory: Trajectory, per_turn: bool, window_size: int | None,
@@ -84,7 +96,7 @@ def episode_rows(trajectory: Trajectory, per_turn: bool, window_size: int | None
     rows = []
     for start, end in spans:
         messages: list[dict[str, str]] = [{"role": "system", "content": system}] if system else []
-        images: list[dict[str, bytes]] = []
+        images: list[dict[str, Any]] = []
         for message, response in pieces[start:end + 1]:
             messages.append({"role": message.role, "content": message.content})
             messages.append({"role": "assistant", "content": response})
@@ -138,8 +150,13 @@ def overrides(run: RunConfig, cfg: Any, train_file: str | Path, flash_attn: bool
         f"data.micro_batch_size_per_gpu={max(1, min(trainer.micro_batch_size, sft.batch_size // gpus or 1))}",
         f"data.max_length={cluster.max_prompt_length + cluster.max_response_length}",
         "data.truncation=error",
-        f"data.pad_mode={'no_padding' if flash_attn else 'right'}",
+        # no_padding: verl's right-padded collation cannot batch multi_modal_inputs (default_collate makes
+        # a dict, which tu.get_tensordict refuses: verl/utils/tensordict_utils.py:433); without
+        # flash-attn the engine pads the nested rows itself (model.use_remove_padding=false below)
+        "data.pad_mode=no_padding",
         "data.num_workers=0",
+        f"data.custom_cls.path={_q(dataset_class_file())}",  # our images as RL shows them (sft_dataset.py)
+        "data.custom_cls.name=VistaSFTDataset",
         f"model.path={_q(run.model.path)}",
         f"optim.lr={sft.lr:g}",
         f"optim.lr_warmup_steps={sft.warmup_steps if sft.warmup_steps else -1}",
