@@ -12,7 +12,7 @@ import signal
 
 import pytest
 
-from tests.test_eval_cli import vista_cli
+from tests.cli_testkit import run_vista
 from vista_rl.config import RunConfig
 from vista_rl.rollout import ModelWorkerError, ProcessModelWorkerPool, episode_specs, make_chunks
 from vista_rl.store import RunReader
@@ -34,7 +34,7 @@ def _normalised(run_dir):
 
 
 def _eval(capsys, out, *extra):
-    code, text = vista_cli(capsys, "eval", "--out", str(out), "--no-html", *extra)
+    code, text = run_vista(capsys, "eval", "--out", str(out), "--no-html", *extra)
     assert code == 0, text
     return json.loads((out / "metrics.json").read_text())
 
@@ -105,7 +105,7 @@ def test_dead_workers_are_recorded_and_never_hang_the_run():
 
 
 def test_the_cli_checks_the_model_path_before_starting_workers(tmp_path, capsys):
-    code, text = vista_cli(capsys, "eval", "--env", ODD, "--model", f"transformers:{tmp_path / 'missing'}",
+    code, text = run_vista(capsys, "eval", "--env", ODD, "--model", f"transformers:{tmp_path / 'missing'}",
                            "--model-workers", "2", "--out", str(tmp_path / "run"))
     assert code != 0 and "does not exist" in text
 
