@@ -5,8 +5,10 @@
    when the writer has flushed every line and image).  Model time is the model's forward and
    sampling alone (the transformers backend's ``timings.model_s``: ``model.generate``); everything
    else is overhead: rendering and tokenizing chats and the image processor (the backend's
-   ``encode_s``), cutting and decoding outputs (``finish_s``), context building, parsing, env steps
-   on the thread pool, token views, hashing and writing images and JSONL.  Driven by the tiny random
+   ``encode_s``; since issue 36 it also lays out the episodes' kept KV caches for the call and
+   computes the appended blocks' M-RoPE positions, work ``generate`` did inside model time before),
+   cutting and decoding outputs and keeping the caches (``finish_s``), context building, parsing, env
+   steps on the thread pool, token views, hashing and writing images and JSONL.  Driven by the tiny random
    Qwen2.5-VL through the transformers backend when ``vista-plugin-transformers`` is installed, else
    by the scripted oracle (then the share of wall time is not meaningful: the model costs nothing).
    The env's own compute (drawing, judging) is measured alone on the same episodes as a baseline, so
