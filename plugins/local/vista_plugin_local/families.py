@@ -9,7 +9,7 @@ batched vision tensors, M-RoPE state) is here; :mod:`vista_plugin_local.chat_tok
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 from PIL import Image
@@ -19,8 +19,16 @@ from vista_plugin_local.shared_vision import base_model, image_key
 from vista_rl import ConfigError, ModelFamily
 from vista_rl.chat_render import registered_family
 
-if TYPE_CHECKING:
-    from vista_plugin_local.chat_tokens import EpisodeTokens
+
+class TokenRow(Protocol):
+    """What positions are computed from: a row's token ids and its images in order
+    (:class:`vista_plugin_local.chat_tokens.EpisodeTokens` is one; named by shape so that this
+    module, which chat_tokens imports, does not import it back)."""
+
+    input_ids: list[int]
+    images: list[ImageInput]
+
+    def __len__(self) -> int: ...
 
 __all__ = ["ImageInput", "InternVLFamily", "ModelFamily", "QwenVLFamily", "family_for", "registered_families"]
 
@@ -62,7 +70,7 @@ class QwenVLFamily(ModelFamily):
             batch["image_grid_thw"] = torch.stack(grids, dim=0)
         return batch
 
-    def row_position_ids(self, model: Any, seqs: Sequence[EpisodeTokens], image_token_id: int) -> list[torch.Tensor]:
+    def row_position_ids(self, model: Any, seqs: Sequence[TokenRow], image_token_id: int) -> list[torch.Tensor]:
         """Each row's ``[3, len]`` M-RoPE positions as the model's own forward computes them
         (``get_rope_index``): what packed scoring gives its tokens (:mod:`~.packed_forward`).
 
@@ -137,7 +145,7 @@ class InternVLFamily(ModelFamily):
             return {}
         return {"pixel_values": torch.cat([image.pixel_values for image in images], dim=0)}
 
-    def row_position_ids(self, model: Any, seqs: Sequence[EpisodeTokens], image_token_id: int) -> list[torch.Tensor]:
+    def row_position_ids(self, model: Any, seqs: Sequence[TokenRow], image_token_id: int) -> list[torch.Tensor]:
         """Each row's positions 0, 1, ... (InternVL's language model numbers the tokens plainly,
         images included), as its forward does for a right-padded row."""
         return [torch.arange(len(seq)) for seq in seqs]
