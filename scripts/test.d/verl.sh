@@ -53,6 +53,9 @@ if [ ! -f "$STAMP" ]; then
   # its crop_zoom tool) and what it depends on.
   pip_install -e plugins/judges -e plugins/datasets -e plugins/vqa -e plugins/tools -e plugins/visual_search \
     "torch==2.13.0"
+  # The main job's env (FrozenLake, on the game kit): its examples dry-run here with verl's own loader,
+  # and scripts/verl_cpu_step/main_job.sh trains it on verl.
+  pip_install -e plugins/gamekit -e plugins/frozenlake "torch==2.13.0"
   VENV="$VENV" bash scripts/setup.d/torchvision.sh
   "$VENV/bin/python" -c "import verl.trainer.ppo.core_algos, transfer_queue, vista_rl, vista_rl_sdk, vista_plugin_visual_search" >/dev/null
   rm -f "$VENV"/.vista-verl-*

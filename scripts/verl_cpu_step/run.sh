@@ -88,14 +88,66 @@ export VLLM_CPU_OMP_THREADS_BIND=nobind TORCH_COMPILE_DISABLE=1 RAY_DEDUP_LOGS=0
 # verl registers its FSDP engines for cuda/npu only; the engines themselves place tensors on
 # get_device_name() (cpu here), so the registry lookup is pointed at the cuda entry
 export VERL_ENGINE_DEVICE=cuda
-export VISTA_LOAD_PLUGINS=${VISTA_LOAD_PLUGINS:-verl,oddshape}
+export VISTA_LOAD_PLUGINS=${VISTA_LOAD_PLUGINS:-verl,oddshape,frozenlake,gamekit}
 
 # ------------------------------------------------------------------ the run config
 mkdir -p "$RUN"
 rm -rf "$RUN/run" "$RUN/eval"
 [ -f "$RUN/tiny-model/config.json" ] || "$PY" -c \
   "from vista_rl_sdk.tiny_models import init_tiny_model as m; m('$RUN/tiny-model', min_pixels=28*28)"
-cat > "$RUN/cpu_step.yaml" <<YAML
+# The CPU engine section: what verl needs on this machine (it is merged into any config trained here).
+cat > "$RUN/cpu_engine.yaml" <<YAML
+python: $PY
+cluster: {n_gpus_per_node: 1, nnodes: 1, rollout_backend: vllm, max_prompt_length: 512, max_response_length: 64,
+          gpu_memory_utilization: 0.5}
+overrides:
+  - +ray_kwargs.ray_init.num_gpus=1   # logical: the CPU platform's workers each hold one
+  - ray_kwargs.ray_init.num_cpus=8   # logical: the TaskRunner, TransferQueue actors and a 3-CPU worker bundle
+  - +ray_kwargs.ray_init.include_dashboard=false
+  - transfer_queue.backend.SimpleStorage.num_data_storage_units=1   # 8 by default: 8 actors of ~0.5 GB
+  - actor_rollout_ref.rollout.enforce_eager=true
+  - actor_rollout_ref.rollout.free_cache_engine=false
+  - +actor_rollout_ref.rollout.enable_sleep_mode=false   # vLLM's CPU build has no sleep mode
+  - actor_rollout_ref.rollout.max_model_len=576
+  - actor_rollout_ref.rollout.max_num_seqs=${VERL_CPU_MAX_NUM_SEQS:-8}
+  - actor_rollout_ref.rollout.max_num_batched_tokens=${VERL_CPU_MAX_BATCHED_TOKENS:-1024}
+  - actor_rollout_ref.actor.strategy=fsdp2   # FSDP1 asks for an accelerator device id
+  - actor_rollout_ref.actor.fsdp_config.strategy=fsdp2
+  - actor_rollout_ref.actor.fsdp_config.param_offload=false
+  - actor_rollout_ref.actor.fsdp_config.optimizer_offload=false
+  - actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]   # the HF export
+  - trainer.device=cpu
+  - reward.num_workers=1                       # 8 by default: 8 Ray actors of ~0.65 GB
+  - actor_rollout_ref.rollout.agent.num_workers=1  # 8 agent-loop workers by default
+  - data.dataloader_num_workers=0
+  - trainer.test_freq=-1
+sft_overrides:
+  - trainer.device=cpu
+  - engine.strategy=fsdp2
+YAML
+if [ -n "${VERL_CPU_CONFIG:-}" ]; then
+  # any run config (the main job: scripts/verl_cpu_step/main_job.sh), with VERL_CPU_SET's key=value
+  # overrides, this machine's engine section, RUN_DIR/run and (unless set) the tiny model
+  "$PY" - "$VERL_CPU_CONFIG" "$RUN" ${VERL_CPU_SET:-} <<'PY' || fail "cannot build the run config from $VERL_CPU_CONFIG"
+import sys
+from pathlib import Path
+
+import yaml
+
+from vista_rl.config import apply_overrides
+
+config, run = Path(sys.argv[1]), Path(sys.argv[2])
+data = apply_overrides(yaml.safe_load(config.read_text()), sys.argv[3:])
+data["engine"], data["output_dir"] = "verl", str(run / "run")
+data.setdefault("model", {}).setdefault("path", str(run / "tiny-model"))
+if data["model"]["path"] in (None, "runs/tiny-model"):
+    data["model"]["path"] = str(run / "tiny-model")
+engine = data.setdefault("engine_config", {})
+engine["verl"] = {**(engine.get("verl") or {}), **yaml.safe_load((run / "cpu_engine.yaml").read_text())}
+(run / "cpu_step.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+PY
+else
+  cat > "$RUN/cpu_step.yaml" <<YAML
 engine: verl
 seed: 0
 output_dir: $RUN/run
@@ -112,34 +164,11 @@ sft: {steps: $SFT_STEPS, batch_size: 4, lr: 1.0e-4, seeds: {start: 50000, count:
 eval: {seeds: {start: 100000, count: 2}, at_start: false, after_sft: false}
 engine_config:
   verl:
-    python: $PY
-    cluster: {n_gpus_per_node: 1, nnodes: 1, rollout_backend: vllm, max_prompt_length: 512, max_response_length: 64,
-              gpu_memory_utilization: 0.5}
-    overrides:
-      - +ray_kwargs.ray_init.num_gpus=1   # logical: the CPU platform's workers each hold one
-      - ray_kwargs.ray_init.num_cpus=8   # logical: the TaskRunner, TransferQueue actors and a 3-CPU worker bundle
-      - +ray_kwargs.ray_init.include_dashboard=false
-      - transfer_queue.backend.SimpleStorage.num_data_storage_units=1   # 8 by default: 8 actors of ~0.5 GB
-      - actor_rollout_ref.rollout.enforce_eager=true
-      - actor_rollout_ref.rollout.free_cache_engine=false
-      - +actor_rollout_ref.rollout.enable_sleep_mode=false   # vLLM's CPU build has no sleep mode
-      - actor_rollout_ref.rollout.max_model_len=576
-      - actor_rollout_ref.rollout.max_num_seqs=8
-      - actor_rollout_ref.rollout.max_num_batched_tokens=1024
-      - actor_rollout_ref.actor.strategy=fsdp2   # FSDP1 asks for an accelerator device id
-      - actor_rollout_ref.actor.fsdp_config.strategy=fsdp2
-      - actor_rollout_ref.actor.fsdp_config.param_offload=false
-      - actor_rollout_ref.actor.fsdp_config.optimizer_offload=false
-      - actor_rollout_ref.actor.checkpoint.save_contents=[model,optimizer,extra,hf_model]   # the HF export
-      - trainer.device=cpu
-      - reward.num_workers=1                       # 8 by default: 8 Ray actors of ~0.65 GB
-      - actor_rollout_ref.rollout.agent.num_workers=1  # 8 agent-loop workers by default
-      - data.dataloader_num_workers=0
-      - trainer.test_freq=-1
-    sft_overrides:
-      - trainer.device=cpu
-      - engine.strategy=fsdp2
+$(sed 's/^/    /' "$RUN/cpu_engine.yaml")
 YAML
+fi
+STEPS=$("$PY" -c "import yaml,sys; print(yaml.safe_load(open(sys.argv[1]))['trainer']['steps'])" "$RUN/cpu_step.yaml")
+MODEL=$("$PY" -c "import yaml,sys; c=yaml.safe_load(open(sys.argv[1])); print(c['model']['path'])" "$RUN/cpu_step.yaml")
 
 # ------------------------------------------------------------------ train, watched
 # Every process the run starts descends from TRAIN (Ray's workers from its raylet), so the watch can end
@@ -195,7 +224,7 @@ echo "verl cpu step: training exit $RC after $(( $(date +%s) - START )) s; log $
 CODE=1
 HF="$RUN/run/checkpoints/global_step_$STEPS/actor/huggingface"
 [ -f "$HF/config.json" ] || fail "no Hugging Face export at $HF"
-"$PY" - "$RUN/run/verl_metrics.jsonl" "$STEPS" "$RUN/tiny-model" "$HF" <<'PY' || exit 1
+"$PY" - "$RUN/run/verl_metrics.jsonl" "$STEPS" "$MODEL" "$HF" <<'PY' || exit 1
 import json, math, sys
 from pathlib import Path
 
@@ -222,8 +251,8 @@ print(f"verl cpu step: {len(shared)} tensors in both the initial model and the e
 if not shared or not moved > 0:
     sys.exit("verl cpu step: the exported weights equal the initial ones: the steps changed nothing")
 PY
-VISTA_LOAD_PLUGINS=oddshape,transformers "$EVAL_PY" -c "from vista_rl.cli.main import main; main()" eval --env oddshape/odd-colour-v0 \
-  --model "transformers:$HF" --episodes 4 --max-turns 1 --max-tokens 16 --out "$RUN/eval" \
+env -u VISTA_LOAD_PLUGINS "$EVAL_PY" -c "from vista_rl.cli.main import main; main()" eval "$RUN/cpu_step.yaml" \
+  --model "transformers:$HF" --episodes 4 --out "$RUN/eval" \
   > "$RUN/eval.log" 2>&1 || { tail -20 "$RUN/eval.log" >&2; fail "vista eval could not score $HF (log $RUN/eval.log)"; }
 tail -5 "$RUN/eval.log"
 echo "verl cpu step: passed ($STEPS optimizer steps, export $HF scored by vista eval) in $(( $(date +%s) - START )) s"

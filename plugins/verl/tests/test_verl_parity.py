@@ -450,3 +450,16 @@ def test_each_reply_gets_the_runs_cap_and_stop_strings(processor, worker, zoom_e
     assert len(params) == 2
     assert all(p["max_tokens"] == 9 and p["stop"] == ["</answer>"] for p in params)
     assert agent_loop.reply_params({"temperature": 1.0}, rollout, budget=4)["max_tokens"] == 4
+
+
+def test_every_episode_is_recorded_for_the_run(processor, worker, zoom_env, monkeypatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The engine points VISTA_VERL_EPISODES at RUN_DIR/episodes.jsonl in every worker: one line per
+    episode (its step, reward, success, turns), the per-step training reward of the local engine's metrics."""
+    path = tmp_path / "episodes.jsonl"
+    monkeypatch.setenv(agent_loop.EPISODES_ENV, str(path))
+    zoom = '<tool_call>{"name": "crop_zoom", "arguments": {"coordinate": [28, 28]}}</tool_call>'
+    script = [scripted_ids(processor.tokenizer, text) for text in [zoom, "<answer>green</answer>"]]
+    through_verl(worker, script, zoom_env, 3, RolloutSection(), 2)
+    (line,) = [json.loads(text) for text in path.read_text().splitlines()]
+    assert line["split"] == "train" and line["seed"] == 3 and line["turns"] == 2 and line["success"] is True
+    assert line["reward"] > 0 and line["global_steps"] == 1 and line["failure"] is None

@@ -45,6 +45,8 @@ import asyncio
 import enum
 import hashlib
 import json
+import logging
+import os
 import threading
 import time
 import uuid
@@ -59,6 +61,8 @@ from vista_plugin_verl.agent_loop_name import AGENT_NAME
 from vista_rl import Chat, Env, Generation, Message, Tool, Trajectory
 from vista_rl.config import RolloutSection
 from vista_rl.rollout import CallPool, EpisodeDriver, EpisodeSpec, make_env_tools
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_MAX_TURNS = 5
 POOL_WORKERS = 64
@@ -239,6 +243,7 @@ class VistaAgentLoop(AgentLoopBase):
                     phase = await self._processing(state)
         finally:
             self.last_trajectory = await self._in_thread(state.driver.finish)
+            record_episode(self.last_trajectory, state.server_fields, str(extra.get("split", "")))
         if state.per_turn:
             return turn_outputs(state, self.last_trajectory, self.response_length)
         return self._output(state, self.last_trajectory)
@@ -353,6 +358,33 @@ class VistaAgentLoop(AgentLoopBase):
                 **episode_fields(trajectory),
             },
         )
+
+
+#: ``RUN_DIR/episodes.jsonl``, set by the engine in every Ray worker's environment (config.compose_overrides)
+EPISODES_ENV = "VISTA_VERL_EPISODES"
+
+
+def record_episode(trajectory: Trajectory, server_fields: dict[str, Any], split: str) -> None:
+    """One JSON line per episode (step, reward, success, turns, failure) in the run's episode record, as
+    the local engine's metrics have them per step; appended whole (O_APPEND), so the agent-loop
+    workers' processes can share the file.  A failure to write is logged, never raised."""
+    path = os.environ.get(EPISODES_ENV)
+    if not path:
+        return
+    metadata = trajectory.metadata
+    line = json.dumps({
+        "split": split, "global_steps": server_fields.get("global_steps"), "env_id": trajectory.env_id,
+        "seed": trajectory.seed, "reward": float(sum(turn.reward for turn in trajectory.turns)),
+        "success": bool(trajectory.success), "turns": len(trajectory.turns), "failure": trajectory.failure,
+        "stop_reason": str(metadata.get("stop_reason", ""))}) + "\n"
+    try:
+        descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(descriptor, line.encode())
+        finally:
+            os.close(descriptor)
+    except OSError as exc:
+        logger.warning("vista agent loop: could not record the episode in %s: %s", path, exc)
 
 
 def episode_fields(trajectory: Trajectory) -> dict[str, Any]:

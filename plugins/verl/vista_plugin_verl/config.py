@@ -18,11 +18,14 @@ from vista_plugin_verl import attention, local_section, loggers, sft
 from vista_plugin_verl.agent_loop_name import AGENT_NAME
 from vista_plugin_verl.coverage import NOT_TRAINED
 from vista_plugin_verl.loggers import VERL_METRICS_FILE
-
-__all__ = ["ENGINE_ID", "VERL_METRICS_FILE", "VerlEngineConfig", "check_neutral", "compose_overrides",
-           "compose_verl_config", "engine_config"]
 from vista_rl import ConfigError, check_estimator_config
 from vista_rl.config import RunConfig, engine_section
+
+__all__ = ["ENGINE_ID", "EPISODES_FILE", "VERL_METRICS_FILE", "VerlEngineConfig", "check_neutral",
+           "compose_overrides", "compose_verl_config", "engine_config"]
+
+#: The agent loop's record of every episode, in the run directory.
+EPISODES_FILE = "episodes.jsonl"
 
 
 class _Section(BaseModel):
@@ -239,6 +242,7 @@ def compose_overrides(run: RunConfig, cfg: VerlEngineConfig, train_file: str | P
         f"data.max_prompt_length={cluster.max_prompt_length}",
         f"data.max_response_length={cluster.max_response_length}",
         f"data.seed={run.seed}",
+        "data.shuffle=false",  # the rows are each step's seeds in step order (dataset.run_rows)
         "data.return_raw_chat=true",
         "data.return_multi_modal_inputs=false",
         "data.filter_overlong_prompts=false",
@@ -299,6 +303,8 @@ def compose_overrides(run: RunConfig, cfg: VerlEngineConfig, train_file: str | P
     # told: the run directory instead, on every node (the TaskRunner that logs is a Ray actor: the
     # variables travel in its runtime env)
     out += [f"+ray_kwargs.ray_init.runtime_env.env_vars.{name}={_q(value)}" for name, value in sorted(tracking.env.items())]
+    # one line per episode, as the local engine's metrics count them (agent_loop.record_episode)
+    out.append(f"+ray_kwargs.ray_init.runtime_env.env_vars.VISTA_VERL_EPISODES={_q(str(run_dir / EPISODES_FILE))}")
     if critic:
         out += [
             f"critic.model.path={_q(policy)}",  # as the local value head, it starts from the SFT body

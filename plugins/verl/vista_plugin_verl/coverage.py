@@ -17,7 +17,7 @@ from __future__ import annotations
 #: episode driver reads them as ``RolloutEngine`` does, ``dataset.TURN_KEYS``).
 MAPPED: dict[str, str] = {
     "engine": "selects this engine",
-    "seed": "data.seed (the data order)",
+    "seed": "data.seed; each step's train seeds (vista_rl.step_seeds)",
     "output_dir": "trainer.default_local_dir, the loggers' directories, the datasets",
     "env.id": "rows: extra_info.env_id",
     "env.config": "rows: extra_info.env_config",
@@ -54,8 +54,8 @@ MAPPED: dict[str, str] = {
     "algorithm.value_clip": "critic.cliprange_value",
     "trainer.steps": "trainer.total_training_steps",
     "trainer.seeds_per_step": "data.train_batch_size",
-    "trainer.train_seeds.start": "the train rows",
-    "trainer.train_seeds.count": "the train rows",
+    "trainer.train_seeds.start": "the train rows: each step's seeds as vista_rl.step_seeds draws them",
+    "trainer.train_seeds.count": "the train rows: each step's seeds as vista_rl.step_seeds draws them",
     "trainer.lr": "actor.optim.lr",
     "trainer.weight_decay": "actor/critic.optim.weight_decay",
     "trainer.betas": "actor.optim.betas",

@@ -55,9 +55,13 @@ def env_rows(env_id: str, env_config: dict[str, Any], seeds: Sequence[int], spli
 
 
 def run_rows(run: RunConfig) -> dict[str, list[dict[str, Any]]]:
-    """The train and val rows of a run config (``trainer.train_seeds``, ``eval.seeds``): everything of
-    the config the agent loop reads travels in them.  Raises if the seed sets overlap."""
-    train, val = run.trainer.train_seeds.seeds(), run.eval.seeds.seeds()
+    """The train and val rows of a run config: everything of the config the agent loop reads travels in
+    them.  The train rows are each RL step's seeds in step order, drawn from ``trainer.train_seeds`` as
+    the local engine draws them (:func:`vista_rl.step_seeds.step_seeds`; verl reads them unshuffled, one
+    step's ``trainer.seeds_per_step`` rows a batch), the val rows ``eval.seeds``.  Raises if they overlap."""
+    from vista_rl.step_seeds import run_step_seeds
+
+    train, val = run_step_seeds(run), run.eval.seeds.seeds()
     _check_disjoint(train, val)
     rollout = run.rollout.model_dump()
     return {split: env_rows(run.env.id, run.env.config, seeds, split, run.rollout.max_turns, rollout=rollout)
