@@ -206,6 +206,8 @@ PUBLIC_MODULES = frozenset({
     "vista_rl.baselines",  # blind baselines and the main-job verdict any engine's main job reports
     "vista_rl.chat_render",  # the one chat layout RL, SFT and serving share
     "vista_rl.audit",  # the reward audit (audit_rewards, its report, the adversaries), for plugins' own tests
+    "vista_rl.step_seeds",  # the seeds each RL step trains on, one rule for every engine
+    "vista_rl.algorithms.turn_credit",  # per-turn rows' advantages, one rule for every engine
 })
 CONSUMERS = ("plugins/*/**/*.py", "contrib/*/**/*.py", "sdk/**/*.py", "templates/**/*.py")
 DOC_PAGES = ("README.md", "CONTRIBUTING.md", "docs/**/*.md", "plugins/*/README.md", "contrib/*/README.md",

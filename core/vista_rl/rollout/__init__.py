@@ -5,7 +5,7 @@ rate carries (:class:`Estimate`, :func:`mean`, :func:`proportion`)."""
 
 from vista_rl._stats import Estimate, mean, proportion
 from vista_rl.rollout.engine import RolloutEngine, RolloutTimings, episode_specs
-from vista_rl.rollout.episode import EpisodeDriver, EpisodeSpec, TurnCalls, open_env
+from vista_rl.rollout.episode import EpisodeDriver, EpisodeSpec, TurnCalls, open_env, shown
 from vista_rl.rollout.metrics import RolloutMetrics
 from vista_rl.rollout.model_workers import (
     Chunk,
@@ -35,6 +35,7 @@ from vista_rl.rollout.turn import (
 from vista_rl.rollout.workers import CallOutcome, CallPool
 
 __all__ = [
+    "shown",
     "CallOutcome", "CallPool", "Chunk", "EpisodeDriver", "EpisodeSpec", "Estimate", "MAX_TOOL_CALLS_PER_TURN",
     "ModelWorkerError", "ProcessModelWorkerPool", "RolloutEngine", "RolloutMetrics", "RolloutTimings",
     "TokenViewBuilder", "ToolExecution", "TurnCalls", "TurnOutcome", "add_timings", "episode_specs",

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from vista_plugin_verl import attention, local_section, loggers, sft
 from vista_plugin_verl.agent_loop_name import AGENT_NAME
 from vista_plugin_verl.coverage import NOT_TRAINED
+from vista_plugin_verl.hydra_values import hydra_value as _q
 from vista_plugin_verl.loggers import VERL_METRICS_FILE
 from vista_rl import ConfigError, check_estimator_config
 from vista_rl.config import RunConfig, engine_section
@@ -179,20 +180,6 @@ def _get(obj: Any, dotted: str) -> Any:
     for part in dotted.split("."):
         obj = getattr(obj, part)
     return obj
-
-
-def _q(value: Any) -> str:
-    """A Hydra override value: strings quoted so paths and ids with ``/`` or ``=`` survive."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, list):
-        return "[" + ",".join(_q(item) for item in value) + "]"
-    text = str(value)
-    if text and all(ch.isalnum() or ch in "_./:-" for ch in text):
-        return text
-    return "'" + text.replace("'", "\\'") + "'"
 
 
 def loggers_plan(run: RunConfig, run_dir: Path) -> loggers.LoggerPlan:

@@ -18,6 +18,8 @@ import io
 from pathlib import Path
 from typing import Any
 
+from vista_plugin_verl import loggers
+from vista_plugin_verl.hydra_values import hydra_value
 from vista_rl import ConfigError, Message, Trajectory, escape_placeholders
 from vista_rl.config import RunConfig
 
@@ -83,7 +85,7 @@ def episode_rows(trajectory: Trajectory, per_turn: bool, window_size: int | None
     """verl SFT rows of one episode, as the local engine's SFT examples are cut
     (``vista_plugin_local.sft_data.examples_from_turns``): the whole episode, or one row per turn with
     the last ``window_size`` exchanges before it; images as the model saw them (``rollout.image_size``)."""
-    from vista_rl.rollout.episode import shown
+    from vista_rl.rollout import shown
 
     pieces = []
     for index, turn in enumerate(trajectory.turns):
@@ -136,14 +138,12 @@ def write_rows(path: Path, rows: list[dict[str, Any]]) -> Path:
 # ----------------------------------------------------------------------------- the config
 def overrides(run: RunConfig, cfg: Any, train_file: str | Path, flash_attn: bool = True) -> list[str]:
     """Hydra overrides of verl's ``sft_trainer_engine`` config for the run's SFT stage."""
-    from vista_plugin_verl.config import _q, loggers_plan
-
     sft, trainer, cluster = run.sft, run.trainer, cfg.cluster
     run_dir = Path(run.output_dir).resolve()
     gpus = cluster.n_gpus_per_node
-    tracking = loggers_plan(run, run_dir / SFT_DIR)
+    tracking = loggers.plan(run.trainer.loggers, run_dir / SFT_DIR)
     out = [
-        f"data.train_files={_q(str(train_file))}",
+        f"data.train_files={hydra_value(str(train_file))}",
         "data.val_files=null",
         "data.messages_key=messages",
         f"data.train_batch_size={sft.batch_size}",
@@ -155,9 +155,9 @@ def overrides(run: RunConfig, cfg: Any, train_file: str | Path, flash_attn: bool
         # flash-attn the engine pads the nested rows itself (model.use_remove_padding=false below)
         "data.pad_mode=no_padding",
         "data.num_workers=0",
-        f"data.custom_cls.path={_q(dataset_class_file())}",  # our images as RL shows them (sft_dataset.py)
+        f"data.custom_cls.path={hydra_value(dataset_class_file())}",  # our images as RL shows them (sft_dataset.py)
         "data.custom_cls.name=VistaSFTDataset",
-        f"model.path={_q(run.model.path)}",
+        f"model.path={hydra_value(run.model.path)}",
         f"optim.lr={sft.lr:g}",
         f"optim.lr_warmup_steps={sft.warmup_steps if sft.warmup_steps else -1}",
         f"optim.lr_scheduler_type={SCHEDULERS.get(sft.scheduler, sft.scheduler)}",
@@ -166,10 +166,10 @@ def overrides(run: RunConfig, cfg: Any, train_file: str | Path, flash_attn: bool
         f"optim.betas=[{trainer.betas[0]!r},{trainer.betas[1]!r}]",
         "checkpoint.save_contents=[model,optimizer,extra,hf_model]",
         f"trainer.total_training_steps={sft.steps}",
-        f"trainer.default_local_dir={_q(str(sft_dir(run_dir) / 'checkpoints'))}",
-        f"trainer.project_name={_q(tracking.project)}",
-        f"trainer.experiment_name={_q(tracking.experiment + '-sft')}",
-        f"trainer.logger={_q(tracking.backends)}",
+        f"trainer.default_local_dir={hydra_value(str(sft_dir(run_dir) / 'checkpoints'))}",
+        f"trainer.project_name={hydra_value(tracking.project)}",
+        f"trainer.experiment_name={hydra_value(tracking.experiment + '-sft')}",
+        f"trainer.logger={hydra_value(tracking.backends)}",
         f"trainer.seed={run.seed}",
         "trainer.save_freq=-1",
         "trainer.test_freq=-1",
