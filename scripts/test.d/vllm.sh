@@ -17,7 +17,8 @@ TRANSFORMERS_SPEC="transformers>=5.16,<5.20"
 
 stamp_inputs() {
   { cat scripts/test.d/vllm.sh scripts/setup.d/torchvision.sh pyproject.toml sdk/pyproject.toml \
-      plugins/vllm/pyproject.toml plugins/transformers/pyproject.toml plugins/openai/pyproject.toml;
+      plugins/vllm/pyproject.toml plugins/transformers/pyproject.toml plugins/openai/pyproject.toml \
+      plugins/decodekit/pyproject.toml;
     echo "$VLLM_SPEC"; } | sha256sum | cut -c1-16
 }
 STAMP="$VENV/.vista-vllm-$(stamp_inputs)"
@@ -36,7 +37,7 @@ if [ ! -f "$STAMP" ]; then
   "$VENV/bin/python" -m pip uninstall -q -y torchaudio torchcodec 2>/dev/null || true
   # Its torchvision is a CUDA build too: guard it so it imports beside CPU torch.
   VENV="$VENV" bash scripts/setup.d/torchvision.sh
-  pip_install -e ".[dev]" -e "sdk[models]" -e plugins/transformers -e plugins/openai -e plugins/vllm \
+  pip_install -e ".[dev]" -e "sdk[models]" -e plugins/decodekit -e plugins/transformers -e plugins/openai -e plugins/vllm \
     "$TRANSFORMERS_SPEC" "torch==2.13.0"
   "$VENV/bin/python" -c "import vllm, vista_rl, vista_rl_sdk, vista_plugin_vllm" >/dev/null
   rm -f "$VENV"/.vista-vllm-*
