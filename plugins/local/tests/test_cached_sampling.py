@@ -12,31 +12,15 @@ from pathlib import Path
 import pytest
 import torch
 from PIL import Image
+from vista_plugin_decodekit.testing import next_message
 from vista_plugin_local.policy import Policy, load_pretrained
 from vista_plugin_local.policy_backend import PolicyBackend
 
 from vista_rl import Generation, Message, SamplingParams, escape_placeholders
 from vista_rl.config import RolloutSection, SamplingSection
-from vista_rl.rollout import RolloutEngine, episode_specs
+from vista_rl.rollout import RolloutEngine, episode_specs, window
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=10)
-
-
-def windowed(history: list[Message], window_size: int | None) -> list[Message]:
-    """The rollout's rule (``rollout.window_size``): the last k exchanges before the current message."""
-    return list(history) if window_size is None else list(history[-(2 * window_size + 1):])
-
-
-def next_message(seed: int, turn: int) -> Message:
-    """What follows reply ``turn``: a tool result with an image, two images, or text alone."""
-    colour = (turn * 30 % 256, seed * 50 % 256, 120)
-    if turn % 3 == 0:
-        return Message("tool", "<tool_response>\nzoom: here\n<image>\n</tool_response>",
-                       [Image.new("L", (84, 56), (turn * 20 + seed * 9) % 256)])
-    if turn % 3 == 1:
-        return Message("user", "Two views: <image> and <image>.",
-                       [Image.new("RGB", (56, 84), colour), Image.new("RGB", (56, 56), colour)])
-    return Message("user", f"Turn {turn}: no picture this time.")
 
 
 def play(cached: PolicyBackend, reference: PolicyBackend, window_size: int | None, params: SamplingParams = GREEDY,
@@ -49,7 +33,7 @@ def play(cached: PolicyBackend, reference: PolicyBackend, window_size: int | Non
     played: list[list[Generation]] = [[] for _ in range(episodes)]
     for turn in range(turns + episodes - 1):
         live = [seed for seed in range(episodes) if seed <= turn and len(played[seed]) < turns]
-        chats = [[systems[seed], *windowed(histories[seed], window_size)] for seed in live]
+        chats = [[systems[seed], *window(histories[seed], window_size)] for seed in live]
         torch.manual_seed(turn)
         ours = cached.generate(chats, params, episode_keys=[f"episode-{seed}" for seed in live])
         torch.manual_seed(turn)
