@@ -67,3 +67,23 @@ def test_the_patched_fix_gives_each_row_its_own_position_ids(lengths: list[int])
         # what the FSDP engine reads (transformer_impl.py:1193): values() of shape (4, the mini-batch's tokens)
         assert mini["position_ids"].values().shape == (4, int(mini["input_ids"].offsets()[-1]))
     assert sorted(seen) == list(range(len(lengths)))
+
+
+def test_a_micro_batch_without_images_runs_through_the_qwen_vl_forward() -> None:
+    """verl's text-only branch of Qwen2-VL's input embeddings with transformers 5's vision output
+    (a BaseModelOutputWithPooling): AttributeError in verl, the dummy image's 0-weighted embedding here."""
+    from transformers import AutoModelForImageTextToText
+    from verl.models.transformers import qwen2_vl
+
+    from vista_rl_sdk.tiny_models import cached_tiny_model
+
+    model = AutoModelForImageTextToText.from_pretrained(cached_tiny_model()).model
+    ids = torch.tensor([[1, 2, 3, 4]])
+    original = patches._ORIGINAL["qwen2_vl._get_input_embeds"]
+    with pytest.raises(AttributeError, match="'BaseModelOutputWithPooling' object has no attribute 'mean'"):
+        original(model, ids)
+    assert getattr(qwen2_vl._get_input_embeds, "vista_patched", False)  # installed on `import verl`
+    embeds, _mask = qwen2_vl._get_input_embeds(model, ids)
+    torch.testing.assert_close(embeds, model.get_input_embeddings()(ids))
+    embeds.sum().backward()
+    assert any(p.grad is not None for p in model.visual.parameters())  # the tower is in the graph, as verl wants

@@ -1,5 +1,7 @@
 """Narrow, named patches of verl 0.9.x, each for one bug we hit, each tested (tests/verl/test_verl_patches.py).
 
+``qwen2_vl_text_only_micro_batch``: see :func:`text_only_input_embeds`.
+
 ``mrope_equal_lengths``: Qwen2-VL/2.5-VL rows carry 4-row position ids (text + 3 M-RoPE rows, shape
 ``(4, L)`` per row, ``verl/experimental/agent_loop/agent_loop.py:920-965``).  verl's engine expects them
 as one jagged tensor ragged on the last dim (``values()`` of shape ``(4, sum L)``,
@@ -79,4 +81,55 @@ def install() -> list[str]:
         module = sys.modules.get(name)
         if module is not None and getattr(module, "maybe_fix_3d_position_ids", None) is not fix_3d_position_ids:
             module.maybe_fix_3d_position_ids = fix_3d_position_ids  # type: ignore[attr-defined]
-    return ["mrope_equal_lengths"]
+    applied = ["mrope_equal_lengths"]
+    if _install_text_only_input_embeds():
+        applied.append("qwen2_vl_text_only_micro_batch")
+    return applied
+
+
+def text_only_input_embeds(original: Callable[..., Any]) -> Callable[..., Any]:
+    """verl's ``qwen2_vl._get_input_embeds`` for a micro-batch without any image or video.
+
+    verl runs the vision tower on a dummy image then, so every parameter gets a gradient, and adds
+    ``0.0 * image_embeds.mean()`` (``verl/models/transformers/qwen2_vl.py:388-393``); but
+    transformers 5's vision tower returns a ``BaseModelOutputWithPooling``, which verl unpacks
+    (``verl.utils.transformers_compat.unpack_visual_output``) everywhere except there:
+    ``AttributeError: 'BaseModelOutputWithPooling' object has no attribute 'mean'``.  Per-turn rows make
+    such micro-batches common (a turn whose context is text only).  Here that branch unpacks it;
+    batches with images go to verl's function unchanged."""
+    import functools
+
+    import torch
+    from verl.utils.transformers_compat import unpack_visual_output
+
+    @functools.wraps(original)
+    def get_input_embeds(model: Any, input_ids: Any, attention_mask: Any = None, pixel_values: Any = None,
+                         pixel_values_videos: Any = None, image_grid_thw: Any = None,
+                         video_grid_thw: Any = None) -> Any:
+        if pixel_values is not None or pixel_values_videos is not None:
+            return original(model, input_ids, attention_mask, pixel_values, pixel_values_videos, image_grid_thw,
+                            video_grid_thw)
+        inputs_embeds = model.get_input_embeddings()(input_ids)
+        config = model.config.vision_config
+        patch_dim = config.in_channels * config.temporal_patch_size * config.patch_size**2
+        dummy = torch.zeros((16, patch_dim), dtype=inputs_embeds.dtype, device=inputs_embeds.device)
+        grid = torch.tensor([[1, 4, 4]], dtype=torch.long, device=inputs_embeds.device)
+        image_embeds, _ = unpack_visual_output(model.visual(dummy, grid_thw=grid))
+        inputs_embeds = inputs_embeds + 0.0 * image_embeds.mean()
+        if attention_mask is not None:
+            attention_mask = attention_mask.to(inputs_embeds.device)
+        return inputs_embeds, attention_mask
+
+    get_input_embeds.vista_patched = True  # type: ignore[attr-defined]
+    return get_input_embeds
+
+
+def _install_text_only_input_embeds() -> bool:
+    try:
+        import verl.models.transformers.qwen2_vl as qwen2_vl
+    except ImportError:  # pragma: no cover - verl without its transformers models
+        return False
+    if not getattr(qwen2_vl._get_input_embeds, "vista_patched", False):
+        _ORIGINAL.setdefault("qwen2_vl._get_input_embeds", qwen2_vl._get_input_embeds)
+        qwen2_vl._get_input_embeds = text_only_input_embeds(qwen2_vl._get_input_embeds)
+    return True

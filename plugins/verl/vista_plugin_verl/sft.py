@@ -166,6 +166,9 @@ def overrides(run: RunConfig, cfg: Any, train_file: str | Path, flash_attn: bool
         f"optim.betas=[{trainer.betas[0]!r},{trainer.betas[1]!r}]",
         "checkpoint.save_contents=[model,optimizer,extra,hf_model]",
         f"trainer.total_training_steps={sft.steps}",
+        # verl stops at total_epochs (default 4) even before total_training_steps; the local engine cycles
+        # its examples until sft.steps, so at least one batch an epoch: sft.steps epochs never bind
+        f"trainer.total_epochs={sft.steps}",
         f"trainer.default_local_dir={hydra_value(str(sft_dir(run_dir) / 'checkpoints'))}",
         f"trainer.project_name={hydra_value(tracking.project)}",
         f"trainer.experiment_name={hydra_value(tracking.experiment + '-sft')}",
