@@ -16,7 +16,9 @@ cd "$(dirname "$0")/../.."
 RUN=${1:-/tmp/verl-main-job}
 STEPS=${2:-20}
 CONFIG=examples/frozenlake_grpo.yaml
-SET="trainer.steps=$STEPS eval.at_start=false eval.after_sft=false eval.seeds.count=8 trainer.loggers=[jsonl]"
+# fp32 for both: what the local engine's precision auto is on a CPU (verl's auto is its GPU default, bf16)
+SET="trainer.steps=$STEPS eval.at_start=false eval.after_sft=false eval.seeds.count=8 trainer.loggers=[jsonl]
+engine_config.local.precision=fp32"
 mkdir -p "$RUN"
 PY=.venv/bin/python
 [ -x "$PY" ] || { echo "needs the main environment: bash scripts/setup.sh" >&2; exit 2; }

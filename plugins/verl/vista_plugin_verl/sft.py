@@ -18,7 +18,7 @@ import io
 from pathlib import Path
 from typing import Any
 
-from vista_plugin_verl import loggers
+from vista_plugin_verl import local_section, loggers
 from vista_plugin_verl.hydra_values import hydra_value
 from vista_rl import ConfigError, Message, Trajectory, escape_placeholders
 from vista_rl.config import RunConfig
@@ -182,6 +182,9 @@ def overrides(run: RunConfig, cfg: Any, train_file: str | Path, flash_attn: bool
     ]
     if not flash_attn:
         out += ["model.use_remove_padding=false", "+model.override_config.attn_implementation=sdpa"]
+    dtypes = local_section.PRECISIONS.get(str(local_section.raw_section(run)["precision"]))
+    if dtypes:  # engine_config.local.precision, as for RL's actor (local_section.overrides)
+        out.append(f"+engine.mixed_precision.param_dtype={dtypes[0]}")
     return out + list(cfg.sft_overrides)
 
 
