@@ -61,7 +61,7 @@ fi
 
 log "repository packages on PYTHONPATH, entry points into $SITE"
 PKG_PATH="$REPO/core:$REPO/sdk"
-for dir in "$REPO"/plugins/*/ "$REPO"/contrib/*/; do
+for dir in "$REPO"/plugins/*/*/ "$REPO"/contrib/*/; do
   [ -f "$dir/pyproject.toml" ] && PKG_PATH="$PKG_PATH:${dir%/}"
 done
 export PYTHONPATH="$SITE:$PKG_PATH:$REPO/benchmarks${PYTHONPATH:+:$PYTHONPATH}"
@@ -76,7 +76,7 @@ from pathlib import Path
 
 site, repo = Path(sys.argv[1]), Path(sys.argv[2])
 made = 0
-for project in [repo / "pyproject.toml", repo / "sdk" / "pyproject.toml", *sorted(repo.glob("plugins/*/pyproject.toml")),
+for project in [repo / "pyproject.toml", repo / "sdk" / "pyproject.toml", *sorted(repo.glob("plugins/*/*/pyproject.toml")),
                 *sorted(repo.glob("contrib/*/pyproject.toml"))]:
     try:
         meta = tomllib.loads(project.read_text())["project"]

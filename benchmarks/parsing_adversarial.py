@@ -57,13 +57,13 @@ CASES: dict[str, tuple[Callable[[str], Any], Callable[[int], str]]] = {
 _OLD_SVG = re.compile(r"<svg\b(?:[^>]*/>|.*</svg\s*>)", re.IGNORECASE | re.DOTALL)
 ELSEWHERE: dict[str, tuple[Callable[[str], Any], Callable[[int], str], str]] = {
     "old extract_svg pattern (anchor): '<svg ' repeated": (
-        _OLD_SVG.search, lambda n: _fill("<svg ", n), "plugins/svg before this change"),
+        _OLD_SVG.search, lambda n: _fill("<svg ", n), "plugins/envs/svg before this change"),
     "old vigorl ANSWER pattern (anchor): '<answer>' repeated": (
         re.compile(r"<answer>(.*?)</answer>", re.DOTALL).search, lambda n: _fill("<answer>", n),
-        "plugins/vigorl before this change"),
+        "plugins/judges/vigorl before this change"),
     "old vigorl SINGLE_TURN_FORMAT pattern (anchor): '<think>' repeated": (
         re.compile(r"<think>.*?</think>\s*<answer>.*?</answer>", re.DOTALL).search, lambda n: _fill("<think>", n),
-        "plugins/vigorl before this change"),
+        "plugins/judges/vigorl before this change"),
 }
 
 

@@ -9,7 +9,7 @@ VENV=${VISTA_VENV:-.venv}
 source scripts/lib.sh
 "$VENV/bin/python" -c "import build, twine, wheel" 2>/dev/null || pip_install build twine wheel
 DISTS=(. sdk)
-for dir in plugins/*/ contrib/*/; do
+for dir in plugins/*/*/ contrib/*/; do
   [ -f "$dir/pyproject.toml" ] && DISTS+=("${dir%/}")
 done
 for dir in "${DISTS[@]}"; do

@@ -12,7 +12,7 @@
 #      (scripts/gpu_smoke_report.py): the same table and verdict as scripts/demo.sh.
 #
 # The config is examples/frozenlake_grpo.yaml with the changes `vista train --engine verl` names for it
-# (plugins/verl/README.md, "What the verl engine refuses"), applied to BOTH stages so that SFT and RL
+# (plugins/engines/verl/README.md, "What the verl engine refuses"), applied to BOTH stages so that SFT and RL
 # train the same policy: whole conversations (rollout.window_size: null) instead of one sequence per
 # turn with the current map only, the map rendered at 28x28 by the env (env.config.tile_size: 7)
 # instead of resized by the local engine (engine_config.local.image_size), and, while verl's agent loop
@@ -47,8 +47,8 @@ if [[ -z "${VISTA_SMOKE_SKIP_SETUP:-}" ]]; then
   # verl's own GPU stack (torch 2.11 CUDA, vLLM 0.24.0, transformers 5.9.0) and its verl-core extra
   # (TransferQueue: the default trainer, trainer.use_v1, imports it); then vista without other plugins.
   "$VERL_VENV/bin/python" -m pip install -q "verl[vllm]==0.9.1" cachetools uvicorn fastapi
-  "$VERL_VENV/bin/python" -m pip install -q -e . -e sdk -e "plugins/verl[verl]" -e plugins/gamekit \
-    -e plugins/frozenlake "verl[vllm]==0.9.1"
+  "$VERL_VENV/bin/python" -m pip install -q -e . -e sdk -e "plugins/engines/verl[verl]" -e plugins/kits/gamekit \
+    -e plugins/envs/frozenlake "verl[vllm]==0.9.1"
 fi
 VERL_PY=$(cd "$VERL_VENV" && pwd)/bin/python
 mkdir -p "$OUT"

@@ -15,7 +15,7 @@ if ! command -v tesseract >/dev/null 2>&1; then
 fi
 
 stamp_inputs() {
-  cat scripts/setup.sh scripts/setup.d/*.sh pyproject.toml sdk/pyproject.toml plugins/*/pyproject.toml contrib/*/pyproject.toml 2>/dev/null | sha256sum | cut -c1-16
+  cat scripts/setup.sh scripts/setup.d/*.sh pyproject.toml sdk/pyproject.toml plugins/*/*/pyproject.toml contrib/*/pyproject.toml 2>/dev/null | sha256sum | cut -c1-16
 }
 STAMP="$VENV/.vista-setup-$(stamp_inputs)"
 if [ -f "$STAMP" ]; then
@@ -27,7 +27,7 @@ fi
 # pip never pulls the multi-GB CUDA build.
 pip_install "torch==2.13.0"
 EDITABLES=(-e ".[dev,torch]" -e sdk)
-for plugin in plugins/*/ contrib/*/; do
+for plugin in plugins/*/*/ contrib/*/; do
   [ -f "$plugin/pyproject.toml" ] && EDITABLES+=(-e "$plugin")
 done
 pip_install "${EDITABLES[@]}" "torch==2.13.0"

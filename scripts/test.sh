@@ -11,7 +11,7 @@ echo "== ruff"; "$VENV/bin/ruff" check .
 # verl and vllm are not installed here: mypy reads their imports as Any (ignore_missing_imports), so
 # vista_plugin_verl/vllm are checked against our own types only.
 PACKAGES=(core/vista_rl sdk/vista_rl_sdk)
-for package in plugins/*/vista_plugin_*/ contrib/*/vista_plugin_*/; do
+for package in plugins/*/*/vista_plugin_*/ contrib/*/vista_plugin_*/; do
   [[ "$package" == *.egg-info/ ]] || PACKAGES+=("${package%/}")  # pip can leave egg-info beside a package
 done
 echo "== mypy"; "$VENV/bin/mypy" "${PACKAGES[@]}"

@@ -42,8 +42,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SKIPPED = {
     "ray": "starts a local Ray cluster (seconds, beyond this test's budget); the env it wraps is audited directly",
     "ray/*": "starts a local Ray cluster (seconds, beyond this test's budget); the envs it wraps are audited directly",
-    "remote": "needs an env server; the server's /observe bounds have their own tests in plugins/envserver",
-    "remote/*": "needs an env server; the server's /observe bounds have their own tests in plugins/envserver",
+    "remote": "needs an env server; the server's /observe bounds have their own tests in plugins/servers/envserver",
+    "remote/*": "needs an env server; the server's /observe bounds have their own tests in plugins/servers/envserver",
 }
 #: Where the fuzz benchmark's config cannot be judged: gymnasium's FrozenLake-v1 is slippery by default,
 #: so its oracle solves no seed within the audit's turns; the same map on firm ice can be.

@@ -1,7 +1,7 @@
 """vista_rl.chat_render.IncrementalRenderer, torch-free: a chat's ids are its layout's ids (a
 character-level tokenizer, for which any split joins exactly), each message is tokenised once while
 it lives, text-only messages are shared by content, and a message's pieces go when it does.
-(Real tokenizers of both VLM families: plugins/transformers/tests/test_prompt_ids.py.)"""
+(Real tokenizers of both VLM families: plugins/backends/transformers/tests/test_prompt_ids.py.)"""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from vista_rl import hookspecs
 
 HOOKS = sorted(name for name, obj in vars(hookspecs).items()
                if inspect.isfunction(obj) and hasattr(obj, f"{hookspecs.PROJECT_NAME}_spec"))
-TEST_SUITES = ("tests", "plugins/*/tests", "contrib/*/tests")
+TEST_SUITES = ("tests", "plugins/*/*/tests", "contrib/*/tests")
 
 
 def test_hook_specs_are_found() -> None:

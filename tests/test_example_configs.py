@@ -1,7 +1,7 @@
 """Every example run config dry-runs under every engine that ships with VISTA (local, verl): one
 engine-neutral config, no engine rejecting another's keys.  The local engine accepts every example;
 the verl engine accepts one or refuses it as a whole, naming each setting verl would train
-differently (plugins/verl/tests/test_verl_config.py pins which, per example, and runs the examples
+differently (plugins/engines/verl/tests/test_verl_config.py pins which, per example, and runs the examples
 with the named changes through verl's own loader where verl is installed, scripts/test.d/verl.sh)."""
 
 from __future__ import annotations

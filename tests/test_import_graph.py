@@ -209,8 +209,8 @@ PUBLIC_MODULES = frozenset({
     "vista_rl.step_seeds",  # the seeds each RL step trains on, one rule for every engine
     "vista_rl.algorithms.turn_credit",  # per-turn rows' advantages, one rule for every engine
 })
-CONSUMERS = ("plugins/*/**/*.py", "contrib/*/**/*.py", "sdk/**/*.py", "templates/**/*.py")
-DOC_PAGES = ("README.md", "CONTRIBUTING.md", "docs/**/*.md", "plugins/*/README.md", "contrib/*/README.md",
+CONSUMERS = ("plugins/*/*/**/*.py", "contrib/*/**/*.py", "sdk/**/*.py", "templates/**/*.py")
+DOC_PAGES = ("README.md", "CONTRIBUTING.md", "docs/**/*.md", "plugins/*/*/README.md", "contrib/*/README.md",
              "sdk/README.md", "templates/**/*.md")
 _JINJA = re.compile(r"{{.*?}}|{%.*?%}")
 

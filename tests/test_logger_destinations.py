@@ -1,6 +1,6 @@
 """How a run tells where a tracker sends the run config and metrics (``vista_rl.loggers``): inside
 the run directory, elsewhere on disk, or to a service.  What is not inside is printed at start
-(issue 33); the trackers' own tests (plugins/trackers) show the line for real MLflow stores."""
+(issue 33); the trackers' own tests (plugins/engines/trackers) show the line for real MLflow stores."""
 
 from __future__ import annotations
 

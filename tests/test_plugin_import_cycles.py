@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 def distribution_packages() -> list[tuple[str, Path]]:
     """(import name, source folder) of the SDK and of the package of every plugins/* and contrib/* project."""
     found = [("vista_rl_sdk", REPO / "sdk" / "vista_rl_sdk")]
-    for project in sorted([*REPO.glob("plugins/*/pyproject.toml"), *REPO.glob("contrib/*/pyproject.toml")]):
+    for project in sorted([*REPO.glob("plugins/*/*/pyproject.toml"), *REPO.glob("contrib/*/pyproject.toml")]):
         packages = sorted(p for p in project.parent.glob("vista_plugin_*") if (p / "__init__.py").is_file())
         assert len(packages) == 1, f"{project.parent}: expected one vista_plugin_* package, found {packages}"
         found.append((packages[0].name, packages[0]))
@@ -32,11 +32,11 @@ PACKAGES = distribution_packages()
 
 def test_every_distribution_is_checked() -> None:
     """Guards the test: a glob that found nothing would pass vacuously."""
-    projects = len(list(REPO.glob("plugins/*/pyproject.toml"))) + len(list(REPO.glob("contrib/*/pyproject.toml")))
+    projects = len(list(REPO.glob("plugins/*/*/pyproject.toml"))) + len(list(REPO.glob("contrib/*/pyproject.toml")))
     assert len(PACKAGES) == projects + 1 and projects >= 20
     names = {name for name, _ in PACKAGES}
     assert {"vista_rl_sdk", "vista_plugin_toolserve", "vista_plugin_datasets", "vista_plugin_local"} <= names
-    graph = import_graph(REPO / "plugins" / "toolserve" / "vista_plugin_toolserve", "vista_plugin_toolserve")
+    graph = import_graph(REPO / "plugins" / "servers" / "toolserve" / "vista_plugin_toolserve", "vista_plugin_toolserve")
     assert "vista_plugin_toolserve.proxy" in graph["vista_plugin_toolserve.services"]
 
 

@@ -482,7 +482,7 @@ def test_first_party_list_matches_the_repository():
     import tomllib
 
     root = Path(__file__).resolve().parents[1]
-    names = {tomllib.loads(path.read_text())["project"]["name"] for path in root.glob("plugins/*/pyproject.toml")}
+    names = {tomllib.loads(path.read_text())["project"]["name"] for path in root.glob("plugins/*/*/pyproject.toml")}
     assert names | {CORE_DISTRIBUTION} == set(FIRST_PARTY_DISTRIBUTIONS)
 
 

@@ -2,7 +2,7 @@
 (batched) and through one :class:`~vista_rl.rollout.EpisodeDriver` driven one episode at a time,
 the way the verl agent loop drives it (open, then ``turn`` per reply, then ``finish``), give the same
 observation, reward, tool records, images, success and failure per turn.  (The verl loop itself,
-through verl's machinery, is compared with the engine in plugins/verl/tests/test_verl_parity.py.)"""
+through verl's machinery, is compared with the engine in plugins/engines/verl/tests/test_verl_parity.py.)"""
 
 from __future__ import annotations
 

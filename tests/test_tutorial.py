@@ -230,7 +230,7 @@ def test_no_doc_installs_the_index_s_unrelated_vista() -> None:
     autonomous-driving simulator; ours is ``vista-rl``."""
     bare = re.compile(r"pip install\b[^\n`]*?(?<![\w/.-])vista(?![\w-])")
     pages = [DOCS.parent / "README.md", DOCS.parent / "CONTRIBUTING.md", *DOCS.rglob("*.md"),
-             *DOCS.parent.glob("plugins/*/README.md"), *DOCS.parent.glob("templates/*/*/README.md")]
+             *DOCS.parent.glob("plugins/*/*/README.md"), *DOCS.parent.glob("templates/*/*/README.md")]
     blocks = [(page, fence.group("body")) for page in pages if page.is_file()
               for fence in FENCE.finditer(page.read_text()) if fence.group("lang") in ("bash", "sh", "shell", "")]
     offenders = [f"{page.relative_to(DOCS.parent)}: {match.group(0)}" for page, body in blocks

@@ -64,7 +64,7 @@ def installed_core(user_venv: Path) -> dict[str, str | None]:
 def test_every_distribution_is_in_the_wheelhouse(wheelhouse: Path):
     names = {path.name.split("-")[0] for path in wheelhouse.glob("*.whl")}
     expected = {"vista_rl", "vista_rl_sdk"} | {
-        "vista_plugin_" + p.name.replace("-", "_") for p in (ROOT / "plugins").iterdir() if (p / "pyproject.toml").exists()}
+        "vista_plugin_" + p.name.replace("-", "_") for p in (ROOT / "plugins").glob("*/*") if (p / "pyproject.toml").exists()}
     assert expected <= names, expected - names
     assert len(list(wheelhouse.glob("*.tar.gz"))) == len(list(wheelhouse.glob("*.whl")))
 

@@ -3,7 +3,7 @@
 # through ctypes) and setpriv (util-linux; drops root to nobody inside the sandbox).
 #
 # Why: the tool refuses to run model-written code without this isolation (see
-# plugins/tools/README.md, "The python sandbox"), unless its config says isolation="process".
+# plugins/tools/tools/README.md, "The python sandbox"), unless its config says isolation="process".
 # Idempotent: installs only what is missing; without root or apt it says what to install and goes on.
 # Usage: bash scripts/setup.d/sandbox.sh   (scripts/setup.sh runs every scripts/setup.d/*.sh)
 set -euo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# libcairo2 from Debian, for the SVG env's renderer (cairosvg, pip, in plugins/svg/pyproject.toml,
+# libcairo2 from Debian, for the SVG env's renderer (cairosvg, pip, in plugins/envs/svg/pyproject.toml,
 # loads the system cairo library through cairocffi).
 # Idempotent: does nothing when the library is already there. Best effort: without root (or
 # passwordless sudo) and apt it only warns, and the SVG env then reports that it cannot render.

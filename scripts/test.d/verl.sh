@@ -3,7 +3,7 @@
 # plugins' pins, so verl gets its own venv with only core and the sdk (no other plugins) installed.
 #
 # Idempotent: a stamp of this script's inputs skips the install when nothing changed.  Then runs
-# every verl test folder that exists (tests/verl, plugins/verl/tests, ...); add folders to
+# every verl test folder that exists (tests/verl, plugins/engines/verl/tests, ...); add folders to
 # VERL_TEST_PATHS below.  Usage:
 #   bash scripts/test.d/verl.sh            # build if needed, run the tests
 #   bash scripts/test.d/verl.sh --setup    # build only (e.g. for benchmarks/estimators.py)
@@ -16,10 +16,10 @@ PY=${PYTHON:-python3}
 # verl 0.9.1 is the tested version; if it ever stops installing, the newest 0.9.x is tried.
 VERL_SPEC=${VISTA_VERL_SPEC:-verl==0.9.1}
 VERL_FALLBACK_SPEC="verl>=0.9,<0.10"
-VERL_TEST_PATHS=(tests/verl plugins/verl/tests)
+VERL_TEST_PATHS=(tests/verl plugins/engines/verl/tests)
 
 stamp_inputs() {
-  { cat scripts/test.d/verl.sh pyproject.toml sdk/pyproject.toml plugins/verl/pyproject.toml; echo "$VERL_SPEC"; } \
+  { cat scripts/test.d/verl.sh pyproject.toml sdk/pyproject.toml plugins/engines/verl/pyproject.toml; echo "$VERL_SPEC"; } \
     | sha256sum | cut -c1-16
 }
 STAMP="$VENV/.vista-verl-$(stamp_inputs)"
@@ -40,7 +40,7 @@ if [ ! -f "$STAMP" ]; then
   # The verl plugin with its [verl] extra, as docs/cluster.md installs it (TransferQueue for verl's default
   # trainer; cachetools/uvicorn/fastapi, which verl's agent loop imports without declaring them), + oddshape,
   # an image env for its tests (torchvision for the Qwen2.5-VL processor).
-  pip_install -e "plugins/verl[verl]" -e plugins/oddshape "torch==2.13.0"
+  pip_install -e "plugins/engines/verl[verl]" -e plugins/envs/oddshape "torch==2.13.0"
   # TransferQueue's wheel also ships top-level tests/recipe/scripts/tutorial folders; they would shadow
   # this repository's tests package, so only transfer_queue is kept.
   SITE=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
@@ -51,11 +51,11 @@ if [ ! -f "$STAMP" ]; then
   done
   # The tool env the parity test runs through verl's agent-loop worker (visual_search/zoom-small-v0,
   # its crop_zoom tool) and what it depends on.
-  pip_install -e plugins/judges -e plugins/datasets -e plugins/vqa -e plugins/tools -e plugins/visual_search \
+  pip_install -e plugins/judges/judges -e plugins/envs/datasets -e plugins/envs/vqa -e plugins/tools/tools -e plugins/envs/visual_search \
     "torch==2.13.0"
   # The main job's env (FrozenLake, on the game kit): its examples dry-run here with verl's own loader,
   # and scripts/verl_cpu_step/main_job.sh trains it on verl.
-  pip_install -e plugins/gamekit -e plugins/frozenlake "torch==2.13.0"
+  pip_install -e plugins/kits/gamekit -e plugins/envs/frozenlake "torch==2.13.0"
   VENV="$VENV" bash scripts/setup.d/torchvision.sh
   "$VENV/bin/python" -c "import verl.trainer.ppo.core_algos, transfer_queue, vista_rl, vista_rl_sdk, vista_plugin_visual_search" >/dev/null
   rm -f "$VENV"/.vista-verl-*

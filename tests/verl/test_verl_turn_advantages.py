@@ -3,7 +3,7 @@
 One scripted batch of episodes (3 seeds x 4 samples, 1 to 4 turns each, per-turn rewards, a failed
 episode) is trained two ways:
 
-- the local engine's code (``vista_plugin_local.advantages``, imported from ``plugins/local``; the
+- the local engine's code (``vista_plugin_local.advantages``, imported from ``plugins/engines/local``; the
   verl venv cannot install that plugin, whose transformers pin conflicts with verl's): the episodes'
   per-turn samples (``per_turn_advantages``) or whole-episode samples (``build_advantage_batch``),
   the failed episode left out as ``training_samples`` leaves it out;
@@ -15,7 +15,7 @@ episode) is trained two ways:
 
 The advantages of every trained token must agree: GRPO and RLOO on per-turn rows (turn credit
 episode, turn and state), GAE on whole-episode rows with critic values (the local engine refuses a
-critic with per-turn rows, ``plugins/local/vista_plugin_local/preflight.py``; so does the verl engine).
+critic with per-turn rows, ``plugins/engines/local/vista_plugin_local/preflight.py``; so does the verl engine).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ import vista_rl  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 #: the local engine's plugin and the vista plugins it imports (its pyproject's dependencies)
-LOCAL_PLUGIN_FOLDERS = ("local", "decodekit")
+LOCAL_PLUGIN_FOLDERS = ("engines/local", "kits/decodekit")
 SEEDS, SAMPLES = 3, 4
 FAILED = ("uid1", 2)  # (seed uid, session) of the episode whose env crashed
 
