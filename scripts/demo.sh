@@ -12,8 +12,10 @@
 # costs RL at least 0.2 success.
 # `bash scripts/demo.sh --tools` runs the tool-use main job instead (scripts/demo_tools.sh).
 # `bash scripts/demo.sh --grounded` runs the grounded-reasoning job (scripts/demo_grounded.sh).
+# `bash scripts/demo.sh --sokoban` runs the Sokoban job (examples/sokoban_grpo.yaml: whole conversations,
+# an image every turn, as VAGEN trains) through the same report and verdict.
 # `bash scripts/demo.sh --compare` also trains examples/frozenlake_bilevel_ppo.yaml (PPO, bi-level GAE).
-# `bash scripts/demo.sh [--tools|--grounded] --seeds 0,1,2` runs the job once per seed (`--set seed=S`),
+# `bash scripts/demo.sh [--tools|--grounded|--sokoban] --seeds 0,1,2` runs the job once per seed (`--set seed=S`),
 # in turn, then prints one table with a row per seed and the count that passed (scripts/demo_seeds.py);
 # it passes only if every seed passes (issue 38). Without --seeds: one run at the config's seed.
 # Other arguments go to `vista train` (e.g. --set trainer.steps=10).
@@ -57,6 +59,9 @@ CONFIGS=("${VISTA_DEMO_CONFIG:-examples/frozenlake_grpo.yaml}")
 if [[ "${1:-}" == "--compare" ]]; then
   shift
   CONFIGS=(examples/frozenlake_grpo.yaml examples/frozenlake_bilevel_ppo.yaml)
+elif [[ "${1:-}" == "--sokoban" ]]; then
+  shift
+  CONFIGS=(examples/sokoban_grpo.yaml)
 fi
 if [[ -z "${VISTA_DEMO_SKIP_SETUP:-}" ]]; then
   bash scripts/setup.sh

@@ -8,6 +8,9 @@ import pytest
 from vista_plugin_frozenlake.lake import ACTION_NAMES, from_rows
 from vista_plugin_frozenlake.teachers import goalward_plan, hole_blind_plan
 from vista_plugin_grounding.teachers import teacher_place
+from vista_plugin_sokoban.level import Moved, move, parse_level
+from vista_plugin_sokoban.solver import solve
+from vista_plugin_sokoban.teachers import UP, teacher_plan
 from vista_plugin_visual_search.small import generate_marker_scene
 from vista_plugin_visual_search.teachers import teacher_marker
 
@@ -47,11 +50,16 @@ FROZENLAKE = {"render_mode": "vision", "prompt_format": "no_think", "max_actions
               "random_start_goal": True, "max_solution_steps": 5}
 
 
+SOKOBAN = {"render_mode": "text", "prompt_format": "no_think", "max_actions_per_step": 1,
+           "max_solution_steps": 4}
+
+
 @pytest.mark.parametrize("env_id, config, teacher, low, high", [
     ("frozenlake/frozenlake-v0", FROZENLAKE, "hole_blind", 0.6, 0.9),
     ("frozenlake/frozenlake-v0", FROZENLAKE, "goalward", 0.85, 0.999),
     ("visual_search/zoom-small-v0", {"prompt_format": "no_think"}, "first_column", 0.45, 0.8),
     ("grounding/zoom-spot-v0", {"execute_tools": True}, "off_right", 0.55, 0.9),
+    ("sokoban/sokoban-v0", SOKOBAN, "no_up_push", 0.55, 0.85),
 ])
 def test_a_flawed_teacher_fails_on_its_share_and_the_oracle_stays_perfect(env_id, config, teacher, low, high):
     seeds = range(1000, 1120)
@@ -87,3 +95,23 @@ def test_off_right_cites_the_last_column_one_cell_left():
             assert info["target_point"][0] > info["teacher_point"][0]
         assert f"[{info['teacher_point'][0]}, {info['teacher_point'][1]}]" in reply
     assert shifted > 0
+
+
+def test_no_up_push_never_pushes_a_box_up_and_has_no_move_where_every_solution_does():
+    # The box sits below its target in a one-cell corridor: the only solution pushes it up.
+    corridor = parse_level("###\n#O#\n#X#\n#P#\n###")
+    assert solve(corridor) == [UP]
+    assert teacher_plan("no_up_push", corridor, corridor.start) is None
+    # A box left of its target: a push Right, which the teacher makes like the oracle.
+    sideways = parse_level("#####\n#PXO#\n#####")
+    assert teacher_plan("no_up_push", sideways, sideways.start) == solve(sideways)
+    # On generated levels, its plans push down, left or right only.
+    env = vista_rl.make_env("sokoban/sokoban-v0", render_mode="text", max_solution_steps=4)
+    for seed in range(40):
+        env.reset(seed=seed)
+        state = env.level.start
+        for action in teacher_plan("no_up_push", env.level, state) or []:
+            state, kind = move(env.level, state, action)
+            assert not (kind is Moved.PUSHED and action == UP)
+    with pytest.raises(ValueError, match="unknown"):
+        teacher_plan("psychic", corridor, corridor.start)

@@ -22,6 +22,7 @@ from vista_plugin_sokoban import render
 from vista_plugin_sokoban.generate import generate_level
 from vista_plugin_sokoban.level import ACTION_NAMES, Level, Moved, State, move, parse_level
 from vista_plugin_sokoban.solver import solve
+from vista_plugin_sokoban.teachers import teacher_plan
 
 RULES = (
     "You are a Sokoban solver.\n"
@@ -48,6 +49,9 @@ class SokobanConfig(GameConfig):
     box_on_target_reward: float = 1.0
     box_off_target_penalty: float = -1.0
     success_reward: float = 10.0
+    teacher: Literal["oracle", "no_up_push"] = Field(
+        "oracle", description="whose moves oracle_response gives (SFT data): oracle (shortest plan, exact) "
+        "or no_up_push (never pushes a box up); vista_plugin_sokoban.teachers")
 
     @model_validator(mode="after")
     def _check_room(self) -> SokobanConfig:
@@ -188,6 +192,8 @@ class SokobanEnv(TextGameEnv):
         if self._level is None:
             return None
         level = self.level
+        if self.config.teacher != "oracle":  # a flawed teacher (issue 38): its moves, or none
+            return teacher_plan(self.config.teacher, level, self._current)
 
         def successors(state: State) -> Iterator[tuple[int, State]]:
             for action in range(4):
