@@ -41,6 +41,7 @@ FIRST_PARTY_DISTRIBUTIONS: frozenset[str] = frozenset({
     "vista-plugin-oddshape",
     "vista-plugin-openai",
     "vista-plugin-ray",
+    "vista-plugin-scenekit",
     "vista-plugin-sokoban",
     "vista-plugin-svg",
     "vista-plugin-tools",

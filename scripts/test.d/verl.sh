@@ -50,9 +50,9 @@ if [ ! -f "$STAMP" ]; then
     fi
   done
   # The tool env the parity test runs through verl's agent-loop worker (visual_search/zoom-small-v0,
-  # its crop_zoom tool) and what it depends on.
-  pip_install -e plugins/judges/judges -e plugins/envs/datasets -e plugins/envs/vqa -e plugins/tools/tools -e plugins/envs/visual_search \
-    "torch==2.13.0"
+  # its crop_zoom tool) and what it depends on (the scene kit: its marker and shapes).
+  pip_install -e plugins/judges/judges -e plugins/envs/datasets -e plugins/envs/vqa -e plugins/tools/tools \
+    -e plugins/kits/scenekit -e plugins/envs/visual_search "torch==2.13.0"
   # The main job's env (FrozenLake, on the game kit): its examples dry-run here with verl's own loader,
   # and scripts/verl_cpu_step/main_job.sh trains it on verl.
   pip_install -e plugins/kits/gamekit -e plugins/envs/frozenlake "torch==2.13.0"

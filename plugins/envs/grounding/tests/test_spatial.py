@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 from vista_plugin_grounding.spatial import QUESTION_TYPES, generate_item
-from vista_plugin_visual_search.scene import COLOURS
+from vista_plugin_scenekit.shapes import COLOURS
 
 import vista_rl
 from vista_rl_sdk import check_env

@@ -4,7 +4,7 @@
 import numpy as np
 import pytest
 from vista_plugin_grounding.spot import generate_spot_scene
-from vista_plugin_visual_search.small import BACKGROUND, DOT_COLOURS
+from vista_plugin_scenekit.markers import BACKGROUND, DOT_COLOURS
 
 import vista_rl
 from vista_rl_sdk import check_env

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from PIL import Image, ImageDraw, ImageFont
-from vista_plugin_visual_search.scene import COLOURS, draw_shape
+from vista_plugin_scenekit.shapes import COLOURS, draw_shape
 
 WidgetKind = Literal["button", "menu", "icon", "field", "checkbox", "link", "tab"]
 MENUS = ("File", "Edit", "View", "Insert", "Format", "Tools", "Window", "Help")

@@ -21,7 +21,7 @@ from typing import Any, Literal
 from PIL import Image, ImageDraw
 from pydantic import Field
 from vista_plugin_judges.choice import format_choices
-from vista_plugin_visual_search.scene import COLOURS, DISTRACTOR_SHAPES, draw_shape
+from vista_plugin_scenekit.shapes import COLOURS, DISTRACTOR_SHAPES, draw_shape
 from vista_plugin_vqa.base import Problem
 
 from vista_plugin_grounding.grounded import GroundedConfig, GroundedQAEnv

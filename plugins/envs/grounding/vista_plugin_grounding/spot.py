@@ -8,8 +8,9 @@ nothing else, so a tiny random Qwen2.5-VL learns them in minutes:
 - a ``display_size`` view (default 28x28) with ``grid x grid`` candidate places; one of them, chosen
   by the seed, holds a **visible frame** (a dark square outline, whole view pixels wide) with a tiny
   marker at its centre: a dot of one answer colour inside a square of its complementary colour
-  (``vista_plugin_visual_search.small``'s marker), every ``factor x factor`` block half and half, so
-  the box-filtered view shows the marker as the background grey: **where** is visible, **what** is not;
+  (``vista_plugin_scenekit.markers``, the marker of ``visual_search/zoom-small-v0`` too), every
+  ``factor x factor`` block half and half, so the box-filtered view shows the marker as the
+  background grey: **where** is visible, **what** is not;
 - the question is the same for every seed ("What colour is the dot inside the frame?"), so the place
   must come from the image: the model cites it in ``<think>`` and calls ``search_coordinate`` there;
 - the crop is cut from the full-resolution scene (``factor`` times larger), where the dot is plain.
@@ -36,16 +37,24 @@ import random
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from PIL import Image, ImageDraw
-from pydantic import Field, field_validator
-from vista_plugin_visual_search.small import (
+from PIL import Image
+from pydantic import Field
+from vista_plugin_scenekit.fields import (
+    DisplaySize,
+    DotColourNames,
+    Factor,
+    GridSide,
+    MarkerSide,
+    default_dot_colours,
+)
+from vista_plugin_scenekit.markers import (
     BACKGROUND,
     DOT_COLOURS,
-    FRAME,
-    SmallZoomConfig,
-    complement,
+    check_marker_grid,
+    draw_framed_marker,
+    frame_box,
+    frame_half_side,
     marker_centres,
-    marker_mask,
 )
 from vista_plugin_vqa.base import Problem
 
@@ -62,11 +71,12 @@ class SpotConfig(GroundedConfig):
                              description="zoom tools ([] drops the zoom from the env and prompt)")
     max_turns: int = Field(3, ge=1, le=50)
     max_images: int = Field(3, ge=1, le=64)
-    grid: int = Field(3, ge=1, le=8, description="candidate places per side")
-    display_size: int = Field(28, ge=28, le=1024, description="side of the view the model gets")
-    factor: int = Field(8, ge=2, le=32, description="full resolution / view (the downscale factor)")
-    colours: list[str] = Field(default_factory=lambda: list(DOT_COLOURS), min_length=2)
-    marker: int = Field(2, ge=2, le=32, description="marker side in view pixels (even)")
+    # The marker layout: fields typed once in vista_plugin_scenekit.fields (shared with zoom-small-v0).
+    grid: GridSide = Field(3, description="candidate places per side")
+    display_size: DisplaySize = 28
+    factor: Factor = 8
+    colours: DotColourNames = Field(default_factory=default_dot_colours)
+    marker: MarkerSide = 2
     oracle_confusion: float = Field(0.0, ge=0.0, le=1.0, description=(
         "the SFT teacher's systematic grounding error: on this share of seeds (fixed per seed) whose frame is "
         "not in the first column, the oracle cites and zooms at the place one column to the left, then "
@@ -74,16 +84,6 @@ class SpotConfig(GroundedConfig):
     teacher: Literal["oracle", "off_right"] = Field(
         "oracle", description="whose chains oracle_response gives (SFT data): oracle (exact) or off_right (cites "
         "right-column frames one cell to the left, then guesses); vista_plugin_grounding.teachers")
-
-    @field_validator("marker")
-    @classmethod
-    def _even(cls, value: int) -> int:
-        return int(SmallZoomConfig._even(value))  # the same marker geometry as zoom-small-v0
-
-    @field_validator("colours")
-    @classmethod
-    def _known_colours(cls, value: list[str]) -> list[str]:
-        return list(SmallZoomConfig._known_colours(value))
 
 
 @dataclass
@@ -101,20 +101,12 @@ def generate_spot_scene(seed: int, grid: int = 3, display_size: int = 28, factor
     """The scene of ``seed``: which place holds the frame and the dot's colour are seeded."""
     rng = random.Random(seed)
     places = marker_centres(grid, display_size)
-    cx, cy = places[rng.randrange(len(places))]
+    point = places[rng.randrange(len(places))]
     colour = rng.choice(colours)
     full = Image.new("RGB", (display_size * factor, display_size * factor), BACKGROUND)
-    half = marker // 2
-    side = max(half + 2, round(display_size / grid / 5))  # the frame's half side (view px)
-    box = (cx - side, cy - side, cx + side - 1, cy + side - 1)
-    ImageDraw.Draw(full).rectangle(tuple(v * factor for v in box[:2]) + tuple((v + 1) * factor - 1 for v in box[2:]),
-                                   outline=FRAME, width=factor)
-    dot, ring = DOT_COLOURS[colour], complement(DOT_COLOURS[colour])
-    left, top = (cx - half) * factor, (cy - half) * factor
-    for y, row in enumerate(marker_mask(factor, marker)):
-        for x, inside in enumerate(row):
-            full.putpixel((left + x, top + y), dot if inside else ring)
-    return SpotScene(full, full.reduce(factor), colour, (cx, cy), box, places)
+    half_side = frame_half_side(grid, display_size, marker)
+    draw_framed_marker(full, point, colour, factor=factor, marker=marker, half_side=half_side)
+    return SpotScene(full, full.reduce(factor), colour, point, frame_box(point, half_side), places)
 
 
 class SpotZoomEnv(GroundedQAEnv):
@@ -127,9 +119,7 @@ class SpotZoomEnv(GroundedQAEnv):
 
     def __init__(self, **config: Any) -> None:
         super().__init__(**config)
-        if self.config.display_size // self.config.grid < self.config.marker + 6:
-            raise ValueError(f"display_size {self.config.display_size} is too small for a {self.config.grid}x"
-                             f"{self.config.grid} grid of {self.config.marker}-pixel markers with frames")
+        check_marker_grid(self.config.grid, self.config.display_size, self.config.marker)
 
     def system_prompt(self) -> str:
         """Short on purpose: every prompt token is paid on every turn of every rollout."""

@@ -4,7 +4,8 @@ import json
 
 import numpy as np
 import pytest
-from vista_plugin_visual_search.small import DOT_COLOURS, GREY, complement, generate_marker_scene, marker_mask
+from vista_plugin_scenekit.markers import DOT_COLOURS, GREY, complement, marker_mask
+from vista_plugin_visual_search.small import generate_marker_scene
 
 import vista_rl
 from vista_rl import ToolContext

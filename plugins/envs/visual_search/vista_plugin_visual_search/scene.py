@@ -7,21 +7,15 @@ show the attribute, which is what makes zooming necessary.
 
 from __future__ import annotations
 
-import math
 import random
 from dataclasses import dataclass
 from typing import Literal
 
 from PIL import Image, ImageDraw, ImageFont
+from vista_plugin_scenekit.shapes import COLOURS, DISTRACTOR_SHAPES, draw_shape
 
 TargetKind = Literal["colour", "shape", "count", "text"]
 TARGET_KINDS: tuple[TargetKind, ...] = ("colour", "shape", "count", "text")
-COLOURS: dict[str, tuple[int, int, int]] = {
-    "red": (215, 40, 40), "green": (40, 160, 60), "blue": (40, 80, 215), "orange": (240, 140, 20),
-    "purple": (140, 60, 190), "brown": (130, 80, 40), "black": (25, 25, 25), "pink": (255, 105, 180),
-    "yellow": (250, 220, 30), "cyan": (30, 200, 210),
-}
-DISTRACTOR_SHAPES = ("circle", "square", "triangle", "diamond")
 WORDS = ("BIRD", "CAKE", "DOOR", "FISH", "GOLD", "HAND", "KITE", "LAMP", "MOON", "NEST", "PEAR", "ROPE",
          "SHIP", "TREE", "WOLF", "ZERO")
 
@@ -39,28 +33,6 @@ class Scene:
     def target_centre(self) -> tuple[float, float]:
         x1, y1, x2, y2 = self.target_box
         return (x1 + x2) / 2, (y1 + y2) / 2
-
-
-def draw_shape(draw: ImageDraw.ImageDraw, shape: str, box: tuple[float, float, float, float],
-               fill: tuple[int, int, int]) -> None:
-    x1, y1, x2, y2 = box
-    cx, cy = (x1 + x2) / 2, (y1 + y2) / 2
-    if shape == "circle":
-        draw.ellipse(box, fill=fill)
-    elif shape == "square":
-        draw.rectangle(box, fill=fill)
-    elif shape == "triangle":
-        draw.polygon([(x1, y2), (cx, y1), (x2, y2)], fill=fill)
-    elif shape == "diamond":
-        draw.polygon([(cx, y1), (x2, cy), (cx, y2), (x1, cy)], fill=fill)
-    elif shape == "star":
-        outer, inner = (x2 - x1) / 2, (x2 - x1) / 5
-        points = []
-        for k in range(10):
-            radius = outer if k % 2 == 0 else inner
-            angle = -math.pi / 2 + k * math.pi / 5
-            points.append((cx + radius * math.cos(angle), cy + radius * math.sin(angle)))
-        draw.polygon(points, fill=fill)
 
 
 def _overlaps(box: tuple[int, int, int, int], boxes: list[tuple[int, int, int, int]], margin: int) -> bool:

@@ -31,43 +31,27 @@ import random
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from PIL import Image, ImageDraw
-from pydantic import Field, field_validator
+from PIL import Image
+from pydantic import Field
+from vista_plugin_scenekit.fields import (
+    DisplaySize,
+    DotColourNames,
+    Factor,
+    GridSide,
+    MarkerSide,
+    default_dot_colours,
+)
+from vista_plugin_scenekit.markers import (
+    BACKGROUND,
+    DOT_COLOURS,
+    check_marker_grid,
+    draw_framed_marker,
+    frame_half_side,
+    marker_centres,
+)
 from vista_plugin_vqa.base import Problem, QAEnvConfig, ToolQAEnv
 
 from vista_plugin_visual_search.teachers import teacher_marker
-
-#: Answer colours (channels in 1..255 so the complement 256 - c stays a valid byte); no colour's
-#: complement is itself an answer colour, so the crop's colours name the answer without asking which
-#: one is the dot and which the square around it.
-DOT_COLOURS: dict[str, tuple[int, int, int]] = {
-    "red": (255, 1, 1), "green": (1, 200, 1), "blue": (1, 1, 255), "orange": (255, 128, 1),
-}
-GREY = 128
-BACKGROUND = (GREY, GREY, GREY)
-FRAME = (40, 40, 40)
-
-
-def complement(colour: tuple[int, int, int]) -> tuple[int, int, int]:
-    """The colour that averages with ``colour`` to the background grey."""
-    return (2 * GREY - colour[0], 2 * GREY - colour[1], 2 * GREY - colour[2])
-
-
-def marker_mask(factor: int, blocks: int = 2) -> list[list[bool]]:
-    """A ``blocks*factor`` square: True where the dot is.  In each of its ``factor`` blocks exactly
-    half of the pixels are dot (the half nearest the marker centre), so the box-filtered view of every
-    block is the mean of the dot colour and its complement: the grey background.  The dot comes out
-    as a rounded blob in the middle, its complement as the border around it."""
-    side = blocks * factor
-    mask = [[False] * side for _ in range(side)]
-    centre = side / 2  # a block corner: ``blocks`` is even
-    for by in range(blocks):
-        for bx in range(blocks):
-            cells = [(x, y) for y in range(by * factor, (by + 1) * factor) for x in range(bx * factor, (bx + 1) * factor)]
-            cells.sort(key=lambda p: ((p[0] + 0.5 - centre) ** 2 + (p[1] + 0.5 - centre) ** 2, p[1], p[0]))
-            for x, y in cells[: factor * factor // 2]:
-                mask[y][x] = True
-    return mask
 
 
 @dataclass
@@ -87,35 +71,18 @@ class MarkerScene:
         return self.centres[self.target]
 
 
-def marker_centres(grid: int, display_size: int) -> list[tuple[int, int]]:
-    """View coordinates of the marker centres: the cell centres, rounded to whole view pixels (a
-    marker centre must sit on a block corner of the full-resolution scene)."""
-    cell = display_size / grid
-    return [(round((col + 0.5) * cell), round((row + 0.5) * cell)) for row in range(grid) for col in range(grid)]
-
-
 def generate_marker_scene(seed: int, grid: int = 2, display_size: int = 112, factor: int = 8,
                           colours: tuple[str, ...] = tuple(DOT_COLOURS), marker: int = 2) -> MarkerScene:
     """The scene of ``seed``: every marker's colour and which one is asked are seeded."""
     rng = random.Random(seed)
     size = display_size * factor
     full = Image.new("RGB", (size, size), BACKGROUND)
-    draw = ImageDraw.Draw(full)
     centres = marker_centres(grid, display_size)
     picked = [rng.choice(colours) for _ in centres]
     target = rng.randrange(len(centres))
-    mask = marker_mask(factor, marker)
-    half = marker // 2
-    frame = max(half + 2, round(display_size / grid / 5))  # half side of the frame around a marker (view px)
-    for (cx, cy), name in zip(centres, picked, strict=True):
-        # A frame (whole view pixels wide, so it looks the same in the view) shows where markers are.
-        box = ((cx - frame) * factor, (cy - frame) * factor, (cx + frame) * factor - 1, (cy + frame) * factor - 1)
-        draw.rectangle(box, outline=FRAME, width=factor)
-        dot, ring = DOT_COLOURS[name], complement(DOT_COLOURS[name])
-        left, top = (cx - half) * factor, (cy - half) * factor
-        for y, row in enumerate(mask):
-            for x, inside in enumerate(row):
-                full.putpixel((left + x, top + y), dot if inside else ring)
+    half_side = frame_half_side(grid, display_size, marker)
+    for centre, name in zip(centres, picked, strict=True):
+        draw_framed_marker(full, centre, name, factor=factor, marker=marker, half_side=half_side)
     shown = full.reduce(factor)  # box filter: each view pixel is the mean of one factor x factor block
     return MarkerScene(full, shown, picked, centres, target)
 
@@ -126,33 +93,17 @@ class SmallZoomConfig(QAEnvConfig):
                              description="[] disables the tool (and drops it from the prompt)")
     max_turns: int = Field(3, ge=1, le=50)
     max_images: int = Field(3, ge=1, le=64)
-    grid: int = Field(2, ge=1, le=8, description="markers per side")
-    display_size: int = Field(112, ge=28, le=1024, description="side of the view the model gets")
-    factor: int = Field(8, ge=2, le=32, description="full resolution / view (the downscale factor)")
-    colours: list[str] = Field(default_factory=lambda: list(DOT_COLOURS), min_length=2)
-    marker: int = Field(2, ge=2, le=32, description="marker side in view pixels (even)")
+    # The marker layout: fields typed once in vista_plugin_scenekit.fields (shared with grounding/zoom-spot-v0).
+    grid: GridSide = Field(2, description="markers per side")
+    display_size: DisplaySize = 112
+    factor: Factor = 8
+    colours: DotColourNames = Field(default_factory=default_dot_colours)
+    marker: MarkerSide = 2
     zoom_offset: int = Field(4, ge=4, description="crop_zoom offset (view pixels) the oracle and prompt use")
     zoom_size: int = Field(224, ge=32, le=2048, description="crop_zoom size (pixels) the oracle and prompt use")
     teacher: Literal["oracle", "first_column"] = Field(
         "oracle", description="whose replies oracle_response gives (SFT data): oracle (exact) or first_column "
         "(zooms at the named row's first marker, answers what it sees); vista_plugin_visual_search.teachers")
-
-    @field_validator("marker")
-    @classmethod
-    def _even(cls, value: int) -> int:
-        if value % 2:
-            raise ValueError("marker must be even (its centre sits on a view-pixel corner)")
-        return value
-
-    @field_validator("colours")
-    @classmethod
-    def _known_colours(cls, value: list[str]) -> list[str]:
-        unknown = [name for name in value if name not in DOT_COLOURS]
-        if unknown:
-            raise ValueError(f"unknown colour(s) {unknown}; choose from {sorted(DOT_COLOURS)}")
-        if len(set(value)) != len(value):
-            raise ValueError("colours must not repeat")
-        return value
 
 
 class SmallZoomEnv(ToolQAEnv):
@@ -163,9 +114,7 @@ class SmallZoomEnv(ToolQAEnv):
 
     def __init__(self, **config: Any) -> None:
         super().__init__(**config)
-        if self.config.display_size // self.config.grid < self.config.marker + 6:
-            raise ValueError(f"display_size {self.config.display_size} is too small for a {self.config.grid}x"
-                             f"{self.config.grid} grid of {self.config.marker}-pixel markers with frames")
+        check_marker_grid(self.config.grid, self.config.display_size, self.config.marker)
 
     def tool_call_example(self, x: int | str = "X", y: int | str = "Y") -> dict[str, Any]:
         return {"name": "crop_zoom", "arguments": {"coordinate": [x, y], "offset": self.config.zoom_offset,
