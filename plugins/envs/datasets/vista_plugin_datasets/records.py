@@ -120,7 +120,7 @@ def read_table(path: str | Path) -> list[dict[str, Any]]:
         return [dict(row) for row in loaded]
 
 
-def _materialize(value: Any, cache_dir: Path, stem: str, index: int) -> str:
+def materialize_image(value: Any, cache_dir: Path, stem: str, index: int) -> str:
     """An image cell (path string or ``{"bytes": ..., "path": ...}``) as a file path."""
     if isinstance(value, str):
         return value
@@ -137,14 +137,14 @@ def _materialize(value: Any, cache_dir: Path, stem: str, index: int) -> str:
     raise ValueError(f"cannot read an image from a cell of type {type(value).__name__}")
 
 
-def _image_path(cell: Any, roots: list[Path], cache: Path, stem: str, index: int, record_id: str,
-                absolute: bool = False) -> str:
+def confined_image_path(cell: Any, roots: list[Path], cache: Path, stem: str, index: int, record_id: str,
+                        absolute: bool = False) -> str:
     """One image cell as a path confined to the declared roots: bytes become a file in ``cache``;
     a relative path resolves inside the first root; an absolute one must already lie in a root,
     unless ``absolute`` says the file is the operator's own (then it is kept as written)."""
     if isinstance(cell, Mapping) and cell.get("bytes"):
-        return _materialize(cell, cache, stem, index)
-    text = _materialize(cell, cache, stem, index)
+        return materialize_image(cell, cache, stem, index)
+    text = materialize_image(cell, cache, stem, index)
     if Path(text).is_absolute():
         real = Path(text).resolve()
         if absolute or any(real.is_relative_to(root.resolve()) for root in roots):
@@ -193,8 +193,8 @@ def load_records(path: str | Sequence[str], columns: Mapping[str, str] | None = 
             if not isinstance(images, list):
                 images = [images]
             try:
-                data["images"] = [_image_path(cell, roots + [cache], cache, file.stem, row_number * 16 + k, data["id"],
-                                              absolute_images) for k, cell in enumerate(images)]
+                data["images"] = [confined_image_path(cell, roots + [cache], cache, file.stem, row_number * 16 + k,
+                                                      data["id"], absolute_images) for k, cell in enumerate(images)]
             except PathRefused as exc:
                 refused.append((exc.record_id, str(exc)))
                 continue

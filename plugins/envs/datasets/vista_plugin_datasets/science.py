@@ -149,7 +149,7 @@ def _mathvista_problems(base: Path, split: str,
     that file (our own copy, kept apart from the release's fields so no field can name it)."""
     if (base / f"{split}.json").exists() or not list(base.glob(f"data/{split}-*.parquet")):
         return dict(read_json(base / f"{split}.json")), {}
-    from vista_plugin_datasets.records import _materialize, read_table
+    from vista_plugin_datasets.records import materialize_image, read_table
 
     cache = Path(image_cache_dir) if image_cache_dir else base / ".vista-images"
     problems, cached = {}, {}
@@ -158,7 +158,7 @@ def _mathvista_problems(base: Path, split: str,
             pid = str(row["pid"])
             cell = row.pop("decoded_image", None)
             if cell:  # our own copy of the bytes, written under the cache: not a path the release named
-                cached[pid] = _materialize(cell, cache, f"mathvista-{split}", int(pid) if pid.isdigit() else 0)
+                cached[pid] = materialize_image(cell, cache, f"mathvista-{split}", int(pid) if pid.isdigit() else 0)
             problems[pid] = row
     return problems, cached
 

@@ -20,7 +20,7 @@ Files are read as their authors publish them (paths relative to ``root``):
   is not always A (the original order is kept in metadata).
 
 Every image path a release names goes through the datasets plugin's ``resolve_inside`` (image cells
-holding paths through ``_image_path``, confined to ``root``): a row naming a path outside its release
+holding paths through ``confined_image_path``, confined to ``root``): a row naming a path outside its release
 (absolute, ``..``, a symlink leading out) is refused and counted on ``dataset.refused``; the rest load.
 """
 
@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 from PIL import Image as PILImage
 from vista_plugin_datasets.common import build_each, read_json, resolve_inside, take
-from vista_plugin_datasets.records import TaskDataset, _image_path, _materialize, read_table
+from vista_plugin_datasets.records import TaskDataset, confined_image_path, materialize_image, read_table
 
 from vista_rl import TaskRecord
 
@@ -50,8 +50,8 @@ def _image_file(cell: Any, root: Path, cache: Path, stem: str, index: int, recor
     if isinstance(cell, PILImage.Image):
         buffer = io.BytesIO()
         cell.convert("RGB").save(buffer, format="PNG")
-        return _materialize({"bytes": buffer.getvalue()}, cache, stem, index)
-    return _image_path(cell, [root], cache, stem, index, record_id)
+        return materialize_image({"bytes": buffer.getvalue()}, cache, stem, index)
+    return confined_image_path(cell, [root], cache, stem, index, record_id)
 
 
 def _table_files(root: Path, patterns: Iterable[str]) -> list[Path]:
