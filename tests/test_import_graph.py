@@ -335,3 +335,15 @@ def test_first_party_code_uses_only_the_public_api() -> None:
     violations = [v for where, source in sources for v in api_violations(source, where, modules)]
     assert not violations, "imports across the public API line (see CONTRIBUTING.md, Public API):\n" + "\n".join(
         violations)
+
+
+def test_public_api_check_sees_every_plugin_and_kit() -> None:
+    """Guards the consumer globs against a re-layout of ``plugins/`` (issue 34 grouped it by kind): every
+    plugin project, kits included, must have its package among the checked sources."""
+    sources = {where for where, _ in _consumer_sources()}
+    projects = sorted(path.parent for path in REPO.glob("plugins/*/*/pyproject.toml"))
+    assert len(projects) >= 20
+    unseen = [str(p.relative_to(REPO)) for p in projects
+              if not any(where.startswith(f"{p.relative_to(REPO)}/vista_plugin_") for where in sources)]
+    assert not unseen, f"the public-API check does not read these plugins (fix CONSUMERS): {unseen}"
+    assert "plugins/kits/scenekit/vista_plugin_scenekit/markers.py" in sources
