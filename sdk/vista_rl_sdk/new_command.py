@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from vista_rl_sdk.add_item import add_item_command
+from vista_rl_sdk.first_party import first_party_target, into_problem, new_first_party_plugin
 from vista_rl_sdk.scaffold import KINDS, ScaffoldError, git_config, new_plugin
 
 
@@ -38,12 +39,21 @@ NEXT_STEPS = """Next steps:
   {listing:<26} # shows your {kind}
   vista new judge|tool|env ITEM --into {project}   # add an item later"""
 
+FIRST_PARTY_NEXT_STEPS = """Next steps (a first-party plugin of this checkout, at {project}):
+  .venv/bin/pip install -e {project}
+  add "{distribution}" to FIRST_PARTY_DISTRIBUTIONS in core/vista_rl/_providers.py
+  .venv/bin/python -m pytest {project}   # conformance checks and the example's tests
+  .venv/bin/ruff check {project}
+  {listing:<26} # shows your {kind}
+  vista new judge|tool|env ITEM --into {project}   # add an item later"""
+
 
 @click.command("new")
 @click.argument("kind", type=click.Choice(KINDS))
 @click.argument("name")
 @click.option("--output-dir", "-o", type=click.Path(file_okay=False, path_type=Path), default=Path("."),
-              show_default=True, help="Where to create vista-plugin-NAME/.")
+              show_default=True, help="Where to create vista-plugin-NAME/; in a VISTA checkout (its root or "
+                                      "plugins/) the plugin goes to plugins/KIND/NAME instead.")
 @click.option("--into", "into", type=click.Path(file_okay=False, exists=True, path_type=Path), default=None,
               metavar="PLUGIN_DIR", help="Add the item NAME to this existing plugin instead of creating one: "
                                          "its module, its register line and a test.")
@@ -61,11 +71,24 @@ def new_command(kind: str, name: str, output_dir: Path, into: Path | None, descr
     namespace (an env NAME gets -v0).
     """
     if into is not None:
+        problem = into_problem(kind, into)
+        if problem is not None:
+            raise click.ClickException(problem)
         add_item_command(kind, name, into, description)
         return
     try:
-        project = new_plugin(kind, name, output_dir, author=_author(author), email=email, description=description)
+        target = first_party_target(kind, name, output_dir)
+        who = _author(author)
+        if target is not None:
+            project = new_first_party_plugin(kind, name, target, author=who, email=email, description=description)
+        else:
+            project = new_plugin(kind, name, output_dir, author=who, email=email, description=description)
     except ScaffoldError as exc:
         raise click.ClickException(str(exc)) from exc
     click.echo(f"Created {project}")
-    click.echo(NEXT_STEPS.format(project=project, listing=f"vista {kind}s", kind=kind))
+    if target is not None:
+        relative = project.relative_to(project.parents[2]).as_posix()
+        click.echo(FIRST_PARTY_NEXT_STEPS.format(project=relative, distribution=f"vista-plugin-{name}",
+                                                 listing=f"vista {kind}s", kind=kind))
+    else:
+        click.echo(NEXT_STEPS.format(project=project, listing=f"vista {kind}s", kind=kind))
