@@ -159,7 +159,7 @@ def through_verl(worker: SimpleNamespace, script: list[list[int]], env_id: str, 
                  rollout: RolloutSection, max_turns: int) -> DataProto:
     """One sample through ``AgentLoopWorker.generate_sequences``, its row written by ``env_rows``."""
     worker.server.script, worker.server.calls = script, []
-    (row,) = env_rows(env_id, {}, [seed], "train", max_turns, rollout=rollout.model_dump())
+    (row,) = env_rows(env_id, {}, [seed], "train", rollout.model_copy(update={"max_turns": max_turns}))
     column = np.empty(1, dtype=object)
     column[0] = row["extra_info"]
     raw_prompt = np.empty(1, dtype=object)
@@ -337,7 +337,7 @@ def test_a_window_with_whole_episode_sequences_is_refused(worker) -> None:  # ty
     """window_size 2 with sequences auto (one sequence per episode): a concatenation the model never
     saw; the row fails loudly, naming the key, before any generation."""
     rollout = RolloutSection(window_size=2)
-    (row,) = env_rows(ZOOM_ENV, {}, [0], "train", 3, rollout=rollout.model_dump())
+    (row,) = env_rows(ZOOM_ENV, {}, [0], "train", rollout)
     assert json.loads(row["extra_info"]["rollout"])["window_size"] == 2
     with pytest.raises(ValueError, match=r"rollout\.window_size") as refused:
         through_verl(worker, [], ZOOM_ENV, 0, rollout, 3)
@@ -424,9 +424,9 @@ def test_rows_carry_every_rollout_key_the_driver_reads() -> None:
                              reflection_attempts=3, tool_response_role="tool", max_turns=9, window_size=0,
                              max_context_tokens=900, sampling={"max_tokens": 17, "stop": ["</answer>"]},
                              image_size=56)
-    (row,) = env_rows(ZOOM_ENV, {}, [0], "train", 4, rollout=rollout.model_dump())
-    settings = agent_loop.settings_from_row(row["extra_info"], default_max_turns=5)
-    assert settings.model_dump() == rollout.model_copy(update={"max_turns": 4}).model_dump()
+    (row,) = env_rows(ZOOM_ENV, {}, [0], "train", rollout)
+    settings = agent_loop.settings_from_row(row["extra_info"])
+    assert settings == rollout and "max_turns" not in row["extra_info"]
 
 
 def test_each_reply_gets_the_runs_cap_and_stop_strings(processor, worker, zoom_env) -> None:  # type: ignore[no-untyped-def]

@@ -43,7 +43,7 @@ from vista_rl import (  # noqa: E402
     Observation,
     StepResult,
 )
-from vista_rl.config import RunConfig  # noqa: E402
+from vista_rl.config import RolloutSection, RunConfig  # noqa: E402
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 TEST_ENV = "verltest/palette-steps-v0"
@@ -100,8 +100,9 @@ def _run_loop(tiny: tuple[Any, Any, str], extra_info: dict[str, Any], response_l
             config=_agent_loop_registry["vista_agent"], trainer_config=DictConfigWrap(config),
             server_manager=server, tokenizer=processor.tokenizer, processor=processor, hf_model_type="qwen2_5_vl",
             dataset_cls=RLHFDataset, data_config=DictConfigWrap(config.data), tools=ToolListWrap([]))
+        row = {"rollout": RolloutSection().model_dump_json(), **extra_info}  # rows carry the rollout section
         output = await loop.run({"temperature": 1.0, "top_p": 1.0, "seed": 7, "logprobs": True},
-                                extra_info=extra_info, raw_prompt=[])
+                                extra_info=row, raw_prompt=[])
         return loop, output
 
     loop, output = asyncio.run(main())
@@ -318,9 +319,10 @@ def test_verls_loader_rejects_a_bad_combination(tiny, tmp_path) -> None:  # type
 
 
 def test_dataset_rows_are_read_by_verls_dataset(tiny, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    train, val = write_env_datasets(tmp_path, "oddshape/odd-colour-v0", {"grid": 3}, range(0, 6), range(100, 103), 4)
+    train, val = write_env_datasets(tmp_path, "oddshape/odd-colour-v0", {"grid": 3}, range(0, 6), range(100, 103),
+                                    RolloutSection(max_turns=4))
     with pytest.raises(SeedOverlapError):
-        write_env_datasets(tmp_path, "oddshape/odd-colour-v0", {}, range(0, 6), range(5, 8), 4)
+        write_env_datasets(tmp_path, "oddshape/odd-colour-v0", {}, range(0, 6), range(5, 8))
     processor = tiny[0]
     config = OmegaConf.create({"prompt_key": "prompt", "max_prompt_length": 256, "return_raw_chat": True,
                                "filter_overlong_prompts": False, "truncation": "error", "cache_dir": str(tmp_path)})

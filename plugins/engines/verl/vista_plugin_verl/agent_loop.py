@@ -58,13 +58,13 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopOutp
 
 import vista_rl
 from vista_plugin_verl.agent_loop_name import AGENT_NAME
+from vista_plugin_verl.dataset import rollout_from_row
 from vista_rl import Chat, Env, Generation, Message, Tool, Trajectory
 from vista_rl.config import RolloutSection
 from vista_rl.rollout import CallPool, EpisodeDriver, EpisodeSpec, make_env_tools
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_MAX_TURNS = 5
 POOL_WORKERS = 64
 
 WINDOW_REFUSAL = ("rollout.window_size: a context window with one sequence per episode concatenates turns the "
@@ -161,12 +161,10 @@ class LoopState:
     metrics: dict[str, float] = field(default_factory=lambda: {"generate_sequences": 0.0, "tool_calls": 0.0})
 
 
-def settings_from_row(extra: dict[str, Any], default_max_turns: int) -> RolloutSection:
-    """The run's rollout keys a dataset row carries (JSON text), with the row's ``max_turns``."""
-    raw = extra.get("rollout") or {}
-    data = dict(json.loads(raw) if isinstance(raw, str) else raw)
-    data["max_turns"] = int(extra.get("max_turns") or data.get("max_turns") or default_max_turns)
-    settings = RolloutSection(**data)
+def settings_from_row(extra: dict[str, Any]) -> RolloutSection:
+    """The run's rollout section the dataset row carries (its one carrier, ``dataset.rollout_from_row``),
+    refusing a window over one concatenated sequence."""
+    settings = rollout_from_row(extra)
     if settings.window_size is not None and not settings.per_turn_sequences:
         raise ValueError(WINDOW_REFUSAL)
     return settings
@@ -197,8 +195,6 @@ class VistaAgentLoop(AgentLoopBase):
         super().__init__(*args, **kwargs)
         vista_rl.load_plugins()  # discovery in this (worker) process, never a registry shipped to it
         self.response_length = int(self.rollout_config.response_length)
-        multi_turn = self.rollout_config.get("multi_turn", {}) or {}
-        self.default_max_turns = int(multi_turn.get("max_assistant_turns") or DEFAULT_MAX_TURNS)
         self.end_ids = end_token_ids(self.tokenizer)
         self.last_trajectory: Trajectory | None = None
 
@@ -229,7 +225,7 @@ class VistaAgentLoop(AgentLoopBase):
         raw_config = extra.get("env_config") or {}
         spec = EpisodeSpec(env_id=str(extra.get("env_id") or kwargs.get("env_id")), seed=extra.get("seed"),
                            env_config=dict(json.loads(raw_config) if isinstance(raw_config, str) else raw_config))
-        settings = settings_from_row(extra, self.default_max_turns)
+        settings = settings_from_row(extra)
         driver = EpisodeDriver(spec, settings, end_tokens=set(self.end_ids), stop_strings=bool(settings.sampling.stop))
         state = LoopState(driver, uuid.uuid4().hex, settings, per_turn=settings.per_turn_sequences)
         phase = Phase.PENDING

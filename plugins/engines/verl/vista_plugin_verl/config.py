@@ -97,7 +97,7 @@ def trains_differently(run: RunConfig, cfg: VerlEngineConfig) -> list[str]:
     """Settings the verl engine would train differently from the local engine, one message each: the
     key, what verl would do instead, and what to change.  Per-turn sequences are per-turn rows on
     verl's v1 trainer (``agent_loop.turn_outputs``), the run's rollout keys (sampling included) travel
-    in the dataset rows to the same episode driver the local engine runs (``dataset.TURN_KEYS``)."""
+    in the dataset rows to the same episode driver the local engine runs (``dataset.env_rows``)."""
     rollout, out = run.rollout, []
     if rollout.window_size is not None and not rollout.per_turn_sequences:
         out.append(f"rollout.window_size: {rollout.window_size} with one sequence per episode concatenates turns "
@@ -265,7 +265,6 @@ def compose_overrides(run: RunConfig, cfg: VerlEngineConfig, train_file: str | P
         f"actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu={micro}",
         f"actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu={micro}",
         "actor_rollout_ref.rollout.multi_turn.enable=true",
-        f"actor_rollout_ref.rollout.multi_turn.max_assistant_turns={run.rollout.max_turns}",
         f"actor_rollout_ref.rollout.agent.default_agent_loop={AGENT_NAME}",
         f"algorithm.adv_estimator={estimator}",
         f"algorithm.gamma={gamma!r}",

@@ -13,8 +13,9 @@ A key can be in :data:`MAPPED` and :data:`REFUSED` both: mapped for some values,
 
 from __future__ import annotations
 
-#: Run-config key -> where verl gets it.  "rows" are the parquet rows' ``extra_info`` (the agent loop's
-#: episode driver reads them as ``RolloutEngine`` does, ``dataset.TURN_KEYS``).
+#: Run-config key -> where verl gets it.  "rows" are the parquet rows' ``extra_info``; every ``rollout.*``
+#: key travels there once, in the validated ``RolloutSection`` (``dataset.env_rows``), which the agent
+#: loop's episode driver reads as ``RolloutEngine`` does.
 MAPPED: dict[str, str] = {
     "engine": "selects this engine",
     "seed": "data.seed; each step's train seeds (vista_rl.step_seeds)",
@@ -22,7 +23,7 @@ MAPPED: dict[str, str] = {
     "env.id": "rows: extra_info.env_id",
     "env.config": "rows: extra_info.env_config",
     "model.path": "actor_rollout_ref.model.path (and critic.model.path)",
-    "rollout.max_turns": "rollout.multi_turn.max_assistant_turns and rows",
+    "rollout.max_turns": "rows (the episode driver ends the episode there, as locally)",
     "rollout.group_size": "actor_rollout_ref.rollout.n",
     "rollout.reflection": "rows",
     "rollout.reflection_attempts": "rows",

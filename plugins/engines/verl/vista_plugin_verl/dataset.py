@@ -3,10 +3,14 @@
 Columns follow verl's ``RLHFDataset``: ``prompt`` (a placeholder chat, since the agent loop builds
 the real prompt from the env's reset), ``data_source``, ``agent_name`` (selects the vista agent loop),
 ``reward_model`` and ``extra_info`` with ``env_id``, ``env_config`` (JSON text: configs differ per env
-and parquet wants one schema), ``seed``, ``max_turns``, ``rollout`` (JSON text of the run's
-rollout keys in :data:`TURN_KEYS`, which the agent loop's episode driver applies as ``RolloutEngine``
-does), ``split`` and ``index``.  Train and validation seeds come from separate
-ranges and are checked to be disjoint (VAGEN's legacy builder drew both from the same prefix).
+and parquet wants one schema), ``seed``, ``rollout``, ``split`` and ``index``.
+
+``rollout`` is the run's whole validated :class:`~vista_rl.config.RolloutSection`, serialised once
+(JSON text) and validated back by the agent loop (:func:`rollout_from_row`): it is the one carrier of
+every rollout setting (``max_turns``, the context window, sampling, timeouts, tools), so the
+episode driver gets on verl exactly what ``RolloutEngine`` gets locally and no setting has a second
+copy or a fallback.  Train and validation seeds come from separate ranges and are checked to be
+disjoint (VAGEN's legacy builder drew both from the same prefix).
 """
 
 from __future__ import annotations
@@ -16,29 +20,51 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from vista_plugin_verl.agent_loop_name import AGENT_NAME
-from vista_rl.config import RunConfig
+from pydantic import ValidationError
 
-#: The rollout keys the agent loop's EpisodeDriver reads, as RolloutEngine reads them: reflection, the
-#: tool-result role, the tool schemas in the system prompt (describe_tools), rollout.tools (how the
-#: worker makes the env's tools), the env/tool timeouts, the token budget, the context-window keys
-#: (window_size, sequences: per-turn rows), the sampling (each reply's max_tokens and stop) and the
-#: size the model sees images at (image_size).
-TURN_KEYS = ("reflection", "reflection_attempts", "tool_response_role", "describe_tools", "tools",
-             "env_timeout_s", "tool_timeout_s", "max_context_tokens", "window_size", "sequences", "sampling",
-             "image_size")
+from vista_plugin_verl.agent_loop_name import AGENT_NAME
+from vista_rl.config import RolloutSection, RunConfig, format_validation_error
+
+#: The ``extra_info`` key of the row's rollout settings (a ``RolloutSection`` as JSON text).
+ROLLOUT_KEY = "rollout"
 
 
 class SeedOverlapError(ValueError):
     """Train and validation seeds overlap."""
 
 
+class RowError(ValueError):
+    """A dataset row without valid rollout settings (written by another tool or an older vista)."""
+
+
+def rollout_text(rollout: RolloutSection | Mapping[str, Any]) -> str:
+    """``rollout`` validated and serialised once, as the rows carry it (a mapping is validated here, so
+    a bad key fails when the rows are written, not in a verl worker)."""
+    if isinstance(rollout, RolloutSection):
+        return rollout.model_dump_json()
+    try:
+        return RolloutSection.model_validate(dict(rollout)).model_dump_json()
+    except ValidationError as exc:
+        raise RowError(format_validation_error(exc, "rollout section", prefix="rollout")) from None
+
+
+def rollout_from_row(extra_info: Mapping[str, Any]) -> RolloutSection:
+    """The run's rollout settings a row carries, validated back (the agent loop's only source of them)."""
+    raw = extra_info.get(ROLLOUT_KEY)
+    if not isinstance(raw, str) or not raw:
+        raise RowError(f"dataset row: extra_info.{ROLLOUT_KEY} is missing (it holds the run's rollout section); "
+                       "write the rows with vista_plugin_verl.dataset.env_rows or `vista train --engine verl`")
+    try:
+        return RolloutSection.model_validate_json(raw)
+    except ValidationError as exc:
+        raise RowError(format_validation_error(exc, "dataset row", prefix=f"extra_info.{ROLLOUT_KEY}")) from None
+
+
 def env_rows(env_id: str, env_config: dict[str, Any], seeds: Sequence[int], split: str,
-             max_turns: int, agent_name: str = AGENT_NAME,
-             rollout: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+             rollout: RolloutSection | Mapping[str, Any], *, agent_name: str = AGENT_NAME) -> list[dict[str, Any]]:
+    """One row per seed; every row carries ``rollout`` (see the module doc)."""
     config_text = json.dumps(env_config, sort_keys=True)
-    rollout_text = json.dumps({key: value for key, value in (rollout or {}).items() if key in TURN_KEYS},
-                              sort_keys=True)
+    settings = rollout_text(rollout)
     return [
         {
             "data_source": env_id,
@@ -47,8 +73,7 @@ def env_rows(env_id: str, env_config: dict[str, Any], seeds: Sequence[int], spli
             "ability": "agent",
             "reward_model": {"style": "env", "ground_truth": ""},
             "extra_info": {"env_id": env_id, "env_config": config_text, "seed": int(seed),
-                           "max_turns": int(max_turns), "rollout": rollout_text, "split": split,
-                           "index": index},
+                           ROLLOUT_KEY: settings, "split": split, "index": index},
         }
         for index, seed in enumerate(seeds)
     ]
@@ -63,8 +88,7 @@ def run_rows(run: RunConfig) -> dict[str, list[dict[str, Any]]]:
 
     train, val = run_step_seeds(run), run.eval.seeds.seeds()
     _check_disjoint(train, val)
-    rollout = run.rollout.model_dump()
-    return {split: env_rows(run.env.id, run.env.config, seeds, split, run.rollout.max_turns, rollout=rollout)
+    return {split: env_rows(run.env.id, run.env.config, seeds, split, run.rollout)
             for split, seeds in (("train", train), ("val", val))}
 
 
@@ -91,9 +115,11 @@ def _check_disjoint(train_seeds: Sequence[int], val_seeds: Sequence[int]) -> Non
 
 
 def write_env_datasets(out_dir: str | Path, env_id: str, env_config: dict[str, Any], train_seeds: Sequence[int],
-                       val_seeds: Sequence[int], max_turns: int,
-                       rollout: Mapping[str, Any] | None = None) -> tuple[Path, Path]:
-    """Write ``train.parquet`` and ``val.parquet``; raises if the seed sets overlap."""
+                       val_seeds: Sequence[int],
+                       rollout: RolloutSection | Mapping[str, Any] | None = None) -> tuple[Path, Path]:
+    """Write ``train.parquet`` and ``val.parquet`` (``rollout``: the run's section, default the
+    defaults); raises if the seed sets overlap."""
     _check_disjoint(train_seeds, val_seeds)
-    return write_rows(out_dir, {split: env_rows(env_id, env_config, seeds, split, max_turns, rollout=rollout)
+    settings = rollout if rollout is not None else RolloutSection()
+    return write_rows(out_dir, {split: env_rows(env_id, env_config, seeds, split, settings)
                                 for split, seeds in (("train", train_seeds), ("val", val_seeds))})

@@ -51,6 +51,6 @@ def test_verl_dataset_rows_carry_the_tool_overrides() -> None:
 
     dataset = pytest.importorskip("vista_plugin_verl.dataset")
     rollout = RolloutSection(tools={"crop_zoom": {"use": "ray/crop_zoom", "config": {"replicas": 2}}})
-    (row,) = dataset.env_rows(ENV, {}, [7], "train", 3, rollout=rollout.model_dump())
+    (row,) = dataset.env_rows(ENV, {}, [7], "train", rollout)
     back = RolloutSection(**json.loads(row["extra_info"]["rollout"]))
     assert back.tools == rollout.tools
