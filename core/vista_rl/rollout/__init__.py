@@ -4,7 +4,7 @@ for one reply) and rollout metrics, with the 95% intervals every reported
 rate carries (:class:`Estimate`, :func:`mean`, :func:`proportion`)."""
 
 from vista_rl._stats import Estimate, mean, proportion
-from vista_rl.rollout.context import window
+from vista_rl.rollout.context import window, window_start
 from vista_rl.rollout.engine import RolloutEngine, RolloutTimings, episode_specs
 from vista_rl.rollout.episode import EpisodeDriver, EpisodeSpec, TurnCalls, open_env, shown
 from vista_rl.rollout.metrics import RolloutMetrics
@@ -37,6 +37,7 @@ from vista_rl.rollout.workers import CallOutcome, CallPool
 
 __all__ = [
     "window",
+    "window_start",
     "shown",
     "CallOutcome", "CallPool", "Chunk", "EpisodeDriver", "EpisodeSpec", "Estimate", "MAX_TOOL_CALLS_PER_TURN",
     "ModelWorkerError", "ProcessModelWorkerPool", "RolloutEngine", "RolloutMetrics", "RolloutTimings",

@@ -26,12 +26,26 @@ def tools_prompt(tools: Mapping[str, Tool]) -> str:
     return "\n".join(lines)
 
 
-def window(history: Sequence[Message], window_size: int | None) -> list[Message]:
-    """``history`` alternates user, assistant, user, ... and ends with a user message.  A window of
-    ``k`` keeps the last ``k`` (user, assistant) exchanges before the current user message."""
+def window_start(turn: int, window_size: int | None) -> int:
+    """The first turn (0-based) the model sees at turn ``turn``: a window of ``k`` shows the last ``k``
+    earlier turns (VAGEN's ``window_size``), ``None`` all of them.  The one rule of the context window:
+    the rollout's prompts (:func:`window`) and both engines' SFT examples cut turns with it, so SFT
+    trains on exactly the contexts RL and evaluation show."""
+    if turn < 0:
+        raise ValueError(f"turn {turn} is negative")
     if window_size is None:
-        return list(history)
-    return list(history[-(2 * window_size + 1):])
+        return 0
+    if window_size < 0:
+        raise ValueError(f"window_size {window_size} is negative (0 shows only the current turn, null every turn)")
+    return max(0, turn - window_size)
+
+
+def window(history: Sequence[Message], window_size: int | None) -> list[Message]:
+    """``history`` alternates user, assistant, user, ... and ends with a user message (turn ``n`` after
+    ``n`` exchanges).  The messages of the turns :func:`window_start` keeps, the current one last."""
+    turn = len(history) // 2
+    keep = 2 * (turn - window_start(turn, window_size)) + 1
+    return list(history[-keep:])
 
 
 def messages_after_last_assistant(chat: Sequence[Message]) -> list[Message]:

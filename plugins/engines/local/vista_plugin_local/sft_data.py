@@ -17,6 +17,7 @@ from PIL import Image
 
 from vista_plugin_local.chat_tokens import ChatEncoder, EpisodeTokens
 from vista_rl import Message, Trajectory, VistaError, escape_placeholders
+from vista_rl.rollout import window_start
 
 
 @dataclass
@@ -81,12 +82,13 @@ def examples_from_turns(system: str, turns: Sequence[TurnPiece], encoder: ChatEn
                         per_turn: bool = False, window_size: int | None = None) -> list[EpisodeTokens]:
     """SFT examples of one episode: the whole episode as one sequence, or (``per_turn``) one sequence
     per turn holding what the rollout engine shows that turn (the last ``window_size`` exchanges as
-    context, untrained, then the turn itself), so SFT trains on the contexts RL and evaluation use."""
+    context, untrained, then the turn itself: the rollout's rule, :func:`vista_rl.rollout.window_start`),
+    so SFT trains on the contexts RL and evaluation use."""
     if not per_turn:
         return [tokens_from_turns(system, turns, encoder)]
     examples = []
     for index in range(len(turns)):
-        start = 0 if window_size is None else max(0, index - window_size)
+        start = window_start(index, window_size)
         examples.append(tokens_from_turns(system, turns[start:index + 1], encoder, train_from=index - start))
     return examples
 

@@ -85,14 +85,14 @@ def episode_rows(trajectory: Trajectory, per_turn: bool, window_size: int | None
     """verl SFT rows of one episode, as the local engine's SFT examples are cut
     (``vista_plugin_local.sft_data.examples_from_turns``): the whole episode, or one row per turn with
     the last ``window_size`` exchanges before it; images as the model saw them (``rollout.image_size``)."""
-    from vista_rl.rollout import shown
+    from vista_rl.rollout import shown, window_start
 
     pieces = []
     for index, turn in enumerate(trajectory.turns):
         seen = list(turn.images) if turn.images or index else list(trajectory.initial_images)
         message = shown(Message(turn.observation_role, turn.observation, seen), image_size)  # type: ignore[arg-type]
         pieces.append((message, escape_placeholders(turn.response)))
-    spans = ([(0 if window_size is None else max(0, index - window_size), index) for index in range(len(pieces))]
+    spans = ([(window_start(index, window_size), index) for index in range(len(pieces))]
              if per_turn else [(0, len(pieces) - 1)])
     system = escape_placeholders(trajectory.system_prompt or "")
     rows = []
