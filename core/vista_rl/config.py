@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeAlias, TypeVar
 from warnings import warn
 
 import yaml
@@ -300,6 +300,37 @@ def engine_section(run: RunConfig, engine_id: str, model: type[ConfigT]) -> Conf
         return model.model_validate(run.engine_config.get(engine_id) or {})
     except ValidationError as exc:
         raise ConfigError(format_validation_error(exc, "run config", prefix=f"engine_config.{engine_id}")) from None
+
+
+#: A section's key tree: each key -> ``None``, or the key tree of its subsection.
+KeyTree: TypeAlias = "dict[str, KeyTree | None]"
+
+
+def section_keys(model: type[BaseModel]) -> KeyTree:
+    """The key tree of a section model (subsections nested): what an engine that is not installed
+    leaves for another engine to check its section against (see :func:`check_section_keys`)."""
+    tree: KeyTree = {}
+    for name, field in model.model_fields.items():
+        annotation = field.annotation
+        nested = isinstance(annotation, type) and issubclass(annotation, BaseModel)
+        tree[name] = section_keys(annotation) if nested else None  # type: ignore[arg-type]
+    return tree
+
+
+def check_section_keys(data: Any, known: KeyTree, prefix: str, owner: str) -> None:
+    """Raise :class:`ConfigError` naming the full key (``engine_config.verl.cluster.nodes``) of the first
+    key of ``data`` that ``known`` lacks.  How each engine checks the other engine's section where that
+    engine's schema is not installed: one run config serves every engine, so a misspelt key in any
+    section is an error on every engine, not a setting dropped without a word."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"invalid run config:\n  {prefix}: a section (mapping) is expected")
+    for key, value in data.items():
+        if key not in known:
+            raise ConfigError(f"invalid run config:\n  {prefix}.{key}: unknown key (check the spelling; {owner} "
+                              f"has {', '.join(known)})")
+        subsection = known[key]
+        if subsection is not None:
+            check_section_keys(value, subsection, f"{prefix}.{key}", owner)
 
 
 def renamed_keys(data: Any, renames: dict[str, str], prefix: str = "") -> Any:

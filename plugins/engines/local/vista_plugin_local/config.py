@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import Field
 
 import vista_rl
+from vista_plugin_local import verl_section
 from vista_rl.config import (
     AlgorithmSection,
     EvalSection,
@@ -74,7 +75,10 @@ class LocalEngineConfig(Section):
 
 
 def validate_engine_config(run: RunConfig) -> LocalEngineConfig:
-    """The local engine's view of ``run``; errors name the full key (``engine_config.local.lora.r``)."""
+    """The local engine's view of ``run``; errors name the full key (``engine_config.local.lora.r``).
+    ``engine_config.verl`` is checked too (:mod:`vista_plugin_local.verl_section`): every section of the
+    run config is, on every engine."""
+    verl_section.check(run)
     return LocalEngineConfig(algorithm=run.algorithm, trainer=run.trainer, sft=run.sft, eval=run.eval,
                              local=engine_section(run, ENGINE_ID, LocalSection))
 

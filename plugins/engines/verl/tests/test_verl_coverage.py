@@ -188,3 +188,53 @@ def test_the_local_sections_keys_and_defaults_are_the_local_engines() -> None:
     from vista_plugin_local.config import LocalSection
 
     assert LocalSection().model_dump() == local_section.DEFAULTS
+
+
+# --------------------------------------------------------------- the local engine checks verl's section
+needs_local = pytest.mark.skipif(importlib.util.find_spec("vista_plugin_local") is None,
+                                 reason="needs the local engine's plugin")
+
+
+@needs_local
+@pytest.mark.parametrize("verl_schema", [True, False], ids=["verl-installed", "verl-absent"])
+@pytest.mark.parametrize(("setting", "message"), [
+    ("engine_config.verl.critc_lr=1e-5", r"engine_config\.verl\.critc_lr: unknown key"),
+    ("engine_config.verl.cluster.nodes=2", r"engine_config\.verl\.cluster\.nodes: unknown key"),
+])
+def test_a_misspelt_verl_key_is_an_error_on_local_too(monkeypatch: pytest.MonkeyPatch, verl_schema: bool,
+                                                      setting: str, message: str) -> None:
+    """The mirror of the test above: ``--engine local`` refuses a misspelt ``engine_config.verl`` key,
+    with the verl plugin installed (its schema) and without it (``verl_section.KEYS``)."""
+    from vista_plugin_local import verl_section
+    from vista_plugin_local.config import validate_engine_config
+
+    if not verl_schema:
+        monkeypatch.setattr(verl_section, "verl_schema", lambda: None)
+    with pytest.raises(ConfigError, match=message):
+        validate_engine_config(_run(setting).model_copy(update={"engine": "local"}))
+
+
+@needs_local
+@pytest.mark.parametrize("verl_schema", [True, False], ids=["verl-installed", "verl-absent"])
+def test_every_verl_key_is_accepted_by_the_local_engine(monkeypatch: pytest.MonkeyPatch, verl_schema: bool) -> None:
+    """Each key of ``engine_config.verl`` (changed as the walk above changes it) passes the local engine's check."""
+    from vista_plugin_local import verl_section
+    from vista_plugin_local.config import validate_engine_config
+
+    if not verl_schema:
+        monkeypatch.setattr(verl_section, "verl_schema", lambda: None)
+    keys = [key for key in every_key() if key.startswith("engine_config.verl.")]
+    assert len(keys) >= 10
+    for key in keys:
+        validate_engine_config(_run(_setting(key, CHANGES[key])))
+
+
+@needs_local
+def test_the_local_engines_copy_of_verls_keys_is_verls() -> None:
+    """``vista_plugin_local.verl_section.KEYS`` (used where the verl plugin is not installed) is
+    VerlEngineConfig's key tree."""
+    from vista_plugin_local.verl_section import KEYS
+
+    from vista_rl.config import section_keys
+
+    assert section_keys(VerlEngineConfig) == KEYS

@@ -16,8 +16,7 @@ from __future__ import annotations
 import importlib.util
 from typing import Any
 
-from vista_rl import ConfigError
-from vista_rl.config import RunConfig, engine_section
+from vista_rl.config import RunConfig, check_section_keys, engine_section
 
 PREFIX = "engine_config.local"
 #: ``engine_config.local``'s keys and defaults (``lora`` nested), as ``LocalSection`` declares them.
@@ -50,21 +49,11 @@ def raw_section(run: RunConfig) -> dict[str, Any]:
         from vista_plugin_local.config import LocalSection
 
         return engine_section(run, "local", LocalSection).model_dump()
-    _unknown_keys(data, DEFAULTS, PREFIX)
+    check_section_keys(data, {key: dict.fromkeys(value) if isinstance(value, dict) else None
+                              for key, value in DEFAULTS.items()}, PREFIX, "the local engine's section")
     merged = {**DEFAULTS, **data}
     merged["lora"] = {**DEFAULTS["lora"], **dict(data.get("lora") or {})}
     return merged
-
-
-def _unknown_keys(data: dict[str, Any], known: dict[str, Any], prefix: str) -> None:
-    for key, value in data.items():
-        if key not in known:
-            raise ConfigError(f"invalid run config:\n  {prefix}.{key}: unknown key (check the spelling; the "
-                              f"local engine's section has {', '.join(known)})")
-        if isinstance(known[key], dict):
-            if not isinstance(value, dict):
-                raise ConfigError(f"invalid run config:\n  {prefix}.{key}: a section (mapping) is expected")
-            _unknown_keys(value, known[key], f"{prefix}.{key}")
 
 
 def refusals(section: dict[str, Any], uses_critic: bool, image_size: int | None = None) -> list[str]:
