@@ -28,6 +28,7 @@ import json
 import math
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,12 +37,17 @@ import yaml
 from rich.console import Console
 from vista_plugin_local.advantages import make_estimator, per_turn_advantages
 from vista_plugin_local.chat_tokens import EpisodeTokens
+from vista_plugin_local.config import LocalEngineConfig
 from vista_plugin_local.losses import Denominators, aggregate, clipped_policy_loss, kl_k3
-from vista_plugin_local.ppo_update import PolicyUpdate
-from vista_plugin_local.rl_step import RLStep
+from vista_plugin_local.policy import Policy
+from vista_plugin_local.ppo_update import OldScores, PolicyUpdate
+from vista_plugin_local.rl_step import RLStep, step_sampling
+from vista_plugin_local.rollouts import TrainingRollouts
 from vista_plugin_local.samples import TrainSample, training_samples
+from vista_plugin_local.session import new_optimization
 from vista_plugin_local.sft_data import examples_from_turns, trajectory_pieces
-from vista_plugin_local.trainer import LocalEngine
+from vista_plugin_local.step_metrics import StepMetrics
+from vista_plugin_local.trainer import LocalEngine, build_policy
 from vista_plugin_visual_search.small import DOT_COLOURS, generate_marker_scene
 
 import vista_rl
@@ -65,7 +71,23 @@ def load_config(path: Path, model: str, overrides: list[str]) -> RunConfig:
     return validate_config(RunConfig, data, "tool_credit config")
 
 
-def colour_ids(engine: LocalEngine) -> dict[str, int]:
+@dataclass(frozen=True)
+class Parts:
+    """The local engine's parts this measurement drives directly (built as ``LocalEngine.run`` builds them)."""
+
+    run_config: RunConfig
+    config: LocalEngineConfig
+    policy: Policy
+    rollouts: TrainingRollouts
+    run_dir: Path
+    console: Console
+
+    @property
+    def device(self) -> torch.device:
+        return self.policy.device
+
+
+def colour_ids(engine: Parts) -> dict[str, int]:
     """The first token of each colour's reply after ``<answer>``: the token that decides the answer."""
     tokenizer = engine.policy.processor.tokenizer
     answer = tokenizer("<answer>")["input_ids"]
@@ -87,7 +109,7 @@ def decision_position(tokens: EpisodeTokens, answer_id: int) -> int | None:
 
 
 @torch.no_grad()
-def colour_logits(engine: LocalEngine, examples: list[EpisodeTokens], positions: list[int],
+def colour_logits(engine: Parts, examples: list[EpisodeTokens], positions: list[int],
                   ids: list[int]) -> torch.Tensor:
     """Logits of the colour tokens at each example's decision position, ``[n, colours]``."""
     policy = engine.policy
@@ -104,7 +126,7 @@ def colour_logits(engine: LocalEngine, examples: list[EpisodeTokens], positions:
     return torch.stack(rows)
 
 
-def oracle_answer_turns(engine: LocalEngine, seeds: list[int]) -> tuple[list[EpisodeTokens], list[int], list[str]]:
+def oracle_answer_turns(engine: Parts, seeds: list[int]) -> tuple[list[EpisodeTokens], list[int], list[str]]:
     """The answer turn of the oracle's episode on each seed: the model's context after a correct zoom."""
     run = engine.run_config
     oracle = vista_rl.make_model("scripted", path="oracle")
@@ -156,7 +178,7 @@ def colour_stats(logits: torch.Tensor, truths: list[str], names: list[str]) -> d
     }
 
 
-def turn_losses(engine: LocalEngine, samples: list[TrainSample], advantages: torch.Tensor,
+def turn_losses(engine: Parts, samples: list[TrainSample], advantages: torch.Tensor,
                 temperature: float) -> dict[int, dict[str, Any]]:
     """Each turn's share of the loss mass and the gradient norm of its loss alone."""
     algorithm = engine.config.algorithm
@@ -205,7 +227,7 @@ def turn_losses(engine: LocalEngine, samples: list[TrainSample], advantages: tor
 
 
 @torch.no_grad()
-def turn_logprobs(engine: LocalEngine, samples: list[TrainSample], temperature: float) -> list[torch.Tensor]:
+def turn_logprobs(engine: Parts, samples: list[TrainSample], temperature: float) -> list[torch.Tensor]:
     engine.policy.train(False)
     out = []
     for start in range(0, len(samples), 16):
@@ -218,17 +240,17 @@ def turn_logprobs(engine: LocalEngine, samples: list[TrainSample], temperature: 
     return out
 
 
-def rl_curve(engine: LocalEngine, steps: int, every: int, examples: list[EpisodeTokens], positions: list[int],
+def rl_curve(engine: Parts, steps: int, every: int, examples: list[EpisodeTokens], positions: list[int],
              truths: list[str], ids: list[int], names: list[str]) -> list[dict[str, Any]]:
     """Fresh optimizer and scheduler as the trainer makes them, then ``steps`` RL steps."""
     trainer = engine.config.trainer
-    optimization = engine._optimization(trainer.lr, steps, trainer.warmup_steps, trainer.scheduler, None, "rl")
-    rl_step = RLStep(engine.run_config, engine.policy, engine.backend, engine.rollout, optimization,
+    optimization = new_optimization(engine.policy, trainer, trainer.lr, steps, trainer.warmup_steps, trainer.scheduler)
+    rl_step = RLStep(engine.run_config, engine.policy, engine.rollouts, optimization,
                      value_coef=engine.config.local.value_coef, run_dir=engine.run_dir, console=engine.console)
     curve: list[dict[str, Any]] = []
-    window: list[dict[str, Any]] = []
+    window: list[StepMetrics] = []
     for step in range(steps):
-        metrics = rl_step(step, step).metrics
+        metrics = rl_step(step, step, step_sampling(engine.run_config, step)).metrics
         window.append(metrics)
         if (step + 1) % every == 0 or step + 1 == steps:
             stats = colour_stats(colour_logits(engine, examples, positions, ids), truths, names)
@@ -273,13 +295,13 @@ def measure(args: argparse.Namespace) -> int:
     """One GRPO batch from ``args.model``: where its loss, gradient and KL go per turn (see module doc)."""
     torch.manual_seed(0)
     run = load_config(args.config, args.model, args.overrides)
-    engine = LocalEngine(run, console=Console(stderr=True))
-    engine.policy = engine._build_policy()
-    engine._open_rollouts()
-    cfg = engine.config
-    try:
-        engine.estimator = make_estimator(cfg.algorithm.estimator, cfg.algorithm.estimator_params)
-        optimization = engine._optimization(cfg.trainer.lr, max(args.updates, 1), 0, "constant", None, "rl")
+    local = LocalEngine(run, console=Console(stderr=True))
+    cfg = local.config
+    policy = build_policy(run, cfg, local.device)
+    with TrainingRollouts.open(policy, run) as rollouts:
+        engine = Parts(run, cfg, policy, rollouts, local.run_dir, local.console)
+        estimator = make_estimator(cfg.algorithm.estimator, cfg.algorithm.estimator_params)
+        optimization = new_optimization(engine.policy, cfg.trainer, cfg.trainer.lr, max(args.updates, 1), 0, "constant")
         policy_update = PolicyUpdate(engine.policy, optimization, cfg.algorithm, value_coef=cfg.local.value_coef,
                                      micro_batch_size=cfg.trainer.micro_batch_size,
                                      max_grad_norm=cfg.trainer.max_grad_norm)
@@ -291,10 +313,11 @@ def measure(args: argparse.Namespace) -> int:
         before = colour_stats(before_logits, truths, names)
 
         temperature = run.rollout.sampling.temperature
-        engine.rollout.sampling = SamplingParams(**run.rollout.sampling.model_dump(), n=1, seed=run.seed)
+        sampling = SamplingParams(**run.rollout.sampling.model_dump(), n=1, seed=run.seed)
         seeds = cfg.trainer.train_seeds.seeds()[:args.seeds]
-        trajectories = engine.rollout.run(episode_specs(run.env.id, seeds, run.rollout.group_size, run.env.config))
-        samples = training_samples(trajectories, engine.backend, run.rollout.per_turn_sequences).samples
+        trajectories = engine.rollouts.sample(
+            episode_specs(run.env.id, seeds, run.rollout.group_size, run.env.config), sampling)
+        samples = training_samples(trajectories, engine.rollouts.backend, run.rollout.per_turn_sequences).samples
         by_group: dict[str, list[bool]] = {}
         for trajectory in trajectories:
             by_group.setdefault(str(trajectory.seed), []).append(trajectory.success)
@@ -304,17 +327,17 @@ def measure(args: argparse.Namespace) -> int:
                   "success_rate": sum(t.success for t in trajectories) / max(len(trajectories), 1),
                   "zoomed": sum(int(t.metadata.get("tool_calls", 0)) > 0 for t in trajectories)}
         width = max(len(s.tokens) for s in samples)
-        advantages = per_turn_advantages(engine.estimator, samples, width, cfg.algorithm.turn_credit)
+        advantages = per_turn_advantages(estimator, samples, width, cfg.algorithm.turn_credit)
         turns = turn_losses(engine, samples, advantages, temperature)
 
         old = turn_logprobs(engine, samples, temperature)
         old_tensor = torch.zeros((len(samples), width))
         for row, lp in enumerate(old):
             old_tensor[row, :len(lp)] = lp
-        update: dict[str, Any] = {"grad_norm": None}
+        grad_norm: float | None = None
         for _ in range(args.updates):
-            update = policy_update(samples, {"logprobs": old_tensor}, advantages, torch.zeros_like(advantages),
-                                   temperature, shuffle_seed=0)
+            grad_norm = policy_update(samples, OldScores(logprobs=old_tensor), advantages, torch.zeros_like(advantages),
+                                      temperature, shuffle_seed=0)["grad_norm"]
         new = turn_logprobs(engine, samples, temperature)
         kl: dict[int, list[float]] = {}
         for sample, lp_old, lp_new in zip(samples, old, new, strict=True):
@@ -331,7 +354,7 @@ def measure(args: argparse.Namespace) -> int:
             "model": args.model, "config": str(args.config), "overrides": args.overrides,
             "algorithm": cfg.algorithm.model_dump(), "lr": cfg.trainer.lr, "temperature": temperature,
             "groups": groups, "turns": turns, "colour_before": before,
-            "after_update": {"updates": args.updates, "grad_norm": update["grad_norm"],
+            "after_update": {"updates": args.updates, "grad_norm": grad_norm,
                              "kl_per_turn": {t: sum(v) / len(v) for t, v in kl.items()},
                              "colour": after, "greedy_colour_flips": flipped,
                              "colour_total_variation_mean": moved},
@@ -340,8 +363,6 @@ def measure(args: argparse.Namespace) -> int:
             report["rl_curve"] = rl_curve(engine, args.rl_steps, args.every, examples, positions, truths,
                                           [ids[n] for n in names], names)
         print(json.dumps(report, indent=1, default=lambda o: o if not isinstance(o, float) or math.isfinite(o) else None))
-    finally:
-        engine._close_rollouts()
     return 0
 
 

@@ -6,6 +6,7 @@ sees the shared prompt once; and the chunked log-probs equal ``log_softmax`` in 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,9 +26,10 @@ from vista_plugin_local.optim import Optimization  # noqa: E402
 from vista_plugin_local.packing import plan_packs, row_keys  # noqa: E402
 from vista_plugin_local.policy import Policy, load_pretrained  # noqa: E402
 from vista_plugin_local.policy_backend import PolicyBackend  # noqa: E402
-from vista_plugin_local.ppo_update import PolicyUpdate, score_episodes  # noqa: E402
+from vista_plugin_local.ppo_update import OldScores, PolicyUpdate, score_episodes  # noqa: E402
 from vista_plugin_local.samples import TrainSample, training_samples  # noqa: E402
 from vista_plugin_local.shared_vision import base_model  # noqa: E402
+from vista_plugin_local.step_metrics import UpdateMetrics  # noqa: E402
 
 from tests.engine_helpers import run_config  # noqa: E402
 from vista_rl import TokenView, Trajectory  # noqa: E402
@@ -117,8 +119,8 @@ def _decoder_tokens(policy: Policy) -> Iterator[list[tuple[int, ...]]]:
         handle.remove()
 
 
-def _update(policy: Policy, samples: list[TrainSample], layout: Layout, *, old: dict[str, torch.Tensor],
-            algorithm: AlgorithmSection, micro: int) -> tuple[dict[str, Any], dict[str, torch.Tensor]]:
+def _update(policy: Policy, samples: list[TrainSample], layout: Layout, *, old: OldScores,
+            algorithm: AlgorithmSection, micro: int) -> tuple[UpdateMetrics, dict[str, torch.Tensor]]:
     """One PolicyUpdate with fixed signed advantages; the gradients as the optimizer got them.
     The weights are put back afterwards, so every layout starts from the same policy."""
     state = {key: value.clone() for key, value in policy.model.state_dict().items()}
@@ -150,7 +152,7 @@ def _update(policy: Policy, samples: list[TrainSample], layout: Layout, *, old: 
     return metrics, grads
 
 
-def _assert_same_update(results: dict[Layout, tuple[dict[str, Any], dict[str, torch.Tensor]]]) -> None:
+def _assert_same_update(results: dict[Layout, tuple[UpdateMetrics, dict[str, torch.Tensor]]]) -> None:
     (padded_metrics, padded_grads) = results["padded"]
     assert padded_metrics["pg_loss"] != 0 and padded_metrics["grad_norm"] > 0
     for layout in ("packed", "shared_prefix"):
@@ -176,7 +178,7 @@ def test_packed_and_shared_prefix_updates_equal_the_padded_update(
     tokens: dict[Layout, int] = {}
     for layout in LAYOUTS:
         with _decoder_tokens(policy) as shapes:
-            results[layout] = _update(policy, samples, layout, old={}, algorithm=algorithm, micro=len(samples))
+            results[layout] = _update(policy, samples, layout, old=OldScores(), algorithm=algorithm, micro=len(samples))
         tokens[layout] = sum(int(np.prod(shape)) for shape in shapes)
     _assert_same_update(results)
     # The padded batch computes every row to the longest; the tree stores each shared run once.
@@ -199,21 +201,25 @@ def test_clipped_ppo_with_a_value_head_and_a_kl_reference_equals_the_padded_upda
     algorithm = AlgorithmSection(estimator="gae", kl_coef=0.05, clip_ratio_low=0.1, clip_ratio_high=0.1)
     olds = {layout: score_episodes(policy, samples, 0.9, reference=True, micro_batch_size=3, layout=layout)
             for layout in LAYOUTS}
-    mask = torch.zeros_like(olds["padded"]["logprobs"])
+    padded = olds["padded"]
+    assert padded.logprobs is not None and padded.ref_logprobs is not None and padded.values is not None
+    mask = torch.zeros_like(padded.logprobs)
     for row, sample in enumerate(samples):
         mask[row, :len(sample.tokens)] = torch.tensor(sample.tokens.loss_mask, dtype=torch.float32)
     lengths = torch.tensor([len(sample.tokens) for sample in samples])
     inside = torch.arange(mask.shape[1])[None, :] < lengths[:, None]
     for layout in ("packed", "shared_prefix"):
-        for key in ("logprobs", "ref_logprobs"):
-            torch.testing.assert_close(olds[layout][key] * mask, olds["padded"][key] * mask, rtol=1e-5, atol=1e-5)
-        torch.testing.assert_close(olds[layout]["values"] * inside, olds["padded"]["values"] * inside,
-                                   rtol=1e-5, atol=1e-5)
+        scored = olds[layout]
+        assert scored.logprobs is not None and scored.ref_logprobs is not None and scored.values is not None
+        torch.testing.assert_close(scored.logprobs * mask, padded.logprobs * mask, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(scored.ref_logprobs * mask, padded.ref_logprobs * mask, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(scored.values * inside, padded.values * inside, rtol=1e-5, atol=1e-5)
     results = {}
     for layout in LAYOUTS:
-        old = dict(olds[layout])
-        old["logprobs"] = old["logprobs"] + 0.3 * torch.sign(torch.sin(torch.arange(old["logprobs"].numel())
-                                                                         .view_as(old["logprobs"]).float()))
+        logprobs = olds[layout].logprobs
+        assert logprobs is not None
+        shift = 0.3 * torch.sign(torch.sin(torch.arange(logprobs.numel()).view_as(logprobs).float()))
+        old = dataclasses.replace(olds[layout], logprobs=logprobs + shift)
         results[layout] = _update(policy, samples, layout, old=old, algorithm=algorithm, micro=3)
     assert results["padded"][0]["clip_fraction"] > 0 and results["padded"][0]["value_loss"] > 0
     _assert_same_update(results)
@@ -249,7 +255,7 @@ def test_row_positions_are_the_models_own(model_fixture: str, request: pytest.Fi
 def test_eager_attention_takes_the_additive_mask(tiny_model_dir: Path) -> None:
     policy = _policy(tiny_model_dir, attention="eager")
     samples = _samples(policy, "per_turn")
-    results = {layout: _update(policy, samples, layout, old={}, algorithm=AlgorithmSection(), micro=4)
+    results = {layout: _update(policy, samples, layout, old=OldScores(), algorithm=AlgorithmSection(), micro=4)
                for layout in LAYOUTS}
     _assert_same_update(results)
 
@@ -262,7 +268,7 @@ def test_under_bf16_autocast_the_packed_update_matches_within_bf16_rounding(atte
     policy = _policy(tiny_model_dir, attention=attention, precision="bf16")
     assert policy.amp_dtype == torch.bfloat16
     samples = _samples(policy, "per_turn")
-    results = {layout: _update(policy, samples, layout, old={}, algorithm=AlgorithmSection(), micro=len(samples))
+    results = {layout: _update(policy, samples, layout, old=OldScores(), algorithm=AlgorithmSection(), micro=len(samples))
                for layout in ("padded", "shared_prefix")}
     (padded, padded_grads), (shared, shared_grads) = results["padded"], results["shared_prefix"]
     for key in ("loss", "pg_loss", "entropy", "grad_norm"):
@@ -294,7 +300,7 @@ def test_a_group_that_lost_a_failed_episode_shares_what_is_left(tiny_model_dir: 
     tokens = {}
     for layout in LAYOUTS:
         with _decoder_tokens(policy) as shapes:
-            results[layout] = _update(policy, batch.samples, layout, old={}, algorithm=AlgorithmSection(), micro=4)
+            results[layout] = _update(policy, batch.samples, layout, old=OldScores(), algorithm=AlgorithmSection(), micro=4)
         tokens[layout] = sum(int(np.prod(shape)) for shape in shapes)
     _assert_same_update(results)
     prompt = len(rows.turn_prompt(0, "which cell?")[0])
@@ -309,7 +315,7 @@ def test_without_a_4d_mask_or_row_positions_the_update_is_padded(tiny_model_dir:
     monkeypatch.setattr(packed_forward, "MASKED_ATTENTION", ("flash_attention_2",))
     assert "takes no 4-D mask" in (packed_forward.packing_unsupported(policy, policy.model) or "")
     with _decoder_tokens(policy) as shapes:
-        _update(policy, samples, "shared_prefix", old={}, algorithm=AlgorithmSection(), micro=len(samples))
+        _update(policy, samples, "shared_prefix", old=OldScores(), algorithm=AlgorithmSection(), micro=len(samples))
     assert shapes == [(len(samples), max(len(sample.tokens) for sample in samples))]
 
 

@@ -20,7 +20,7 @@ pytest.importorskip("transformers")
 from vista_plugin_local.advantages import compute_advantages  # noqa: E402
 from vista_plugin_local.chat_tokens import EpisodeTokens  # noqa: E402
 from vista_plugin_local.policy import Policy, load_pretrained  # noqa: E402
-from vista_plugin_local.ppo_update import score_episodes  # noqa: E402
+from vista_plugin_local.ppo_update import OldScores, score_episodes  # noqa: E402
 from vista_plugin_local.trainer import LocalEngine  # noqa: E402
 
 from tests.engine_helpers import run_config  # noqa: E402
@@ -131,7 +131,7 @@ def _one_rl_step(tmp_path: Path, model_dir: Path, name: str, keep_pass: bool,
     rewards, named as such)."""
     passes = 0
 
-    def counted(*args: Any, **kwargs: Any) -> dict[str, torch.Tensor]:
+    def counted(*args: Any, **kwargs: Any) -> OldScores:
         nonlocal passes
         passes += 1
         return score_episodes(*args, **kwargs)

@@ -12,7 +12,6 @@ import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
@@ -28,12 +27,18 @@ from vista_plugin_local.config import update_layout, validate_engine_config
 from vista_plugin_local.metrics import append_jsonl
 from vista_plugin_local.optim import Optimization
 from vista_plugin_local.policy import Policy
-from vista_plugin_local.policy_backend import PolicyBackend
-from vista_plugin_local.ppo_update import PolicyUpdate, old_logprobs_are_update_logprobs, score_episodes
+from vista_plugin_local.ppo_update import (
+    OldScores,
+    PolicyUpdate,
+    old_logprobs_are_update_logprobs,
+    score_episodes,
+)
+from vista_plugin_local.rollouts import TrainingRollouts
 from vista_plugin_local.samples import SampleBatch, TrainSample, training_samples
+from vista_plugin_local.step_metrics import RolloutMetrics, StepMetrics
 from vista_rl import SamplingParams, Trajectory
 from vista_rl.config import RunConfig
-from vista_rl.rollout import RolloutEngine, episode_specs
+from vista_rl.rollout import episode_specs
 
 #: Episodes left out of an update (env/tool/model failure), one JSON line each with the reason.
 FAILURES_FILE = "failures.jsonl"
@@ -43,7 +48,7 @@ FAILURES_FILE = "failures.jsonl"
 class StepResult:
     """What one step produced: its metrics (one ``metrics.jsonl`` line) and its training batch."""
 
-    metrics: dict[str, Any]
+    metrics: StepMetrics
     batch: SampleBatch
 
 
@@ -53,15 +58,20 @@ def step_seeds(run: RunConfig, step: int) -> list[int]:
     return rng.sample(run.trainer.train_seeds.seeds(), run.trainer.seeds_per_step)
 
 
+def step_sampling(run: RunConfig, step: int) -> SamplingParams:
+    """How RL step ``step`` (0-based) samples: the run's sampling settings, one sample per episode
+    spec (``group_size`` specs per seed), seeded by (run seed, step) so a resumed run repeats it."""
+    return SamplingParams(**run.rollout.sampling.model_dump(), n=1, seed=run.seed + step)
+
+
 class RLStep:
     """Runs RL steps of one policy with one optimizer; :meth:`__call__` is one step."""
 
-    def __init__(self, run: RunConfig, policy: Policy, backend: PolicyBackend, rollout: RolloutEngine,
-                 optimization: Optimization, *, value_coef: float, run_dir: Path, console: Console) -> None:
+    def __init__(self, run: RunConfig, policy: Policy, rollouts: TrainingRollouts, optimization: Optimization, *,
+                 value_coef: float, run_dir: Path, console: Console) -> None:
         self.run = run
         self.policy = policy
-        self.backend = backend
-        self.rollout = rollout
+        self.rollouts = rollouts
         self.optimization = optimization
         self.run_dir = run_dir
         self.console = console
@@ -74,34 +84,34 @@ class RLStep:
                                    micro_batch_size=run.trainer.micro_batch_size,
                                    max_grad_norm=run.trainer.max_grad_norm, layout=self.layout)
 
-    def __call__(self, step: int, global_step: int) -> StepResult:
-        """RL step ``step`` (0-based) of the run; ``global_step`` (0-based) counts SFT steps too."""
-        rollout, temperature = self.run.rollout, self.run.rollout.sampling.temperature
+    def __call__(self, step: int, global_step: int, sampling: SamplingParams) -> StepResult:
+        """RL step ``step`` (0-based) of the run, its episodes sampled with ``sampling``
+        (:func:`step_sampling`); ``global_step`` (0-based) counts SFT steps too."""
+        rollout, temperature = self.run.rollout, sampling.temperature
         started = time.perf_counter()
-        self.rollout.sampling = SamplingParams(**rollout.sampling.model_dump(), n=1, seed=self.run.seed + step)
         specs = episode_specs(self.run.env.id, step_seeds(self.run, step), rollout.group_size, self.run.env.config)
-        trajectories = self.rollout.run(specs)
-        batch = training_samples(trajectories, self.backend, self.per_turn)
+        trajectories = self.rollouts.sample(specs, sampling)
+        batch = training_samples(trajectories, self.rollouts.backend, self.per_turn)
         t_rollout = time.perf_counter() - started
         self._record_dropped(batch.dropped, step + 1)
         episodes = batch.samples
         generated = sum(int(t.metadata.get("generated_tokens", 0)) for t in trajectories)
-        metrics = rollout_metrics(trajectories, episodes)
-        metrics = {"stage": "rl", "step": step + 1, "global_step": global_step + 1, **metrics,
-                   "lr": self.optimization.lr}
+        done = rollout_metrics(trajectories, episodes)
+        lr = self.optimization.lr  # the rate this step's update starts with
         if not episodes:
             self.console.print(f"[yellow]RL step {step + 1}: every episode failed; no update (see "
                                f"{FAILURES_FILE})[/yellow]")
-            metrics.update(time_rollout_s=t_rollout, time_logprob_s=0.0, time_update_s=0.0, time_step_s=t_rollout,
-                           gen_tokens_per_s=generated / max(t_rollout, 1e-9), tokens_per_s=0.0,
-                           optimizer_steps=0, nan_skipped=False)
-            return StepResult(metrics, batch)
+            return StepResult({
+                "stage": "rl", "step": step + 1, "global_step": global_step + 1, **done, "lr": lr,
+                "time_rollout_s": t_rollout, "time_logprob_s": 0.0, "time_update_s": 0.0, "time_step_s": t_rollout,
+                "gen_tokens_per_s": generated / max(t_rollout, 1e-9), "tokens_per_s": 0.0,
+                "optimizer_steps": 0, "nan_skipped": False}, batch)
 
         started = time.perf_counter()
         reuse = old_logprobs_are_update_logprobs(self.run.algorithm, self.policy)
-        old = {} if reuse else score_episodes(self.policy, episodes, temperature,
-                                              reference=self.run.algorithm.kl_coef > 0,
-                                              micro_batch_size=self.run.trainer.micro_batch_size, layout=self.layout)
+        old = OldScores() if reuse else score_episodes(
+            self.policy, episodes, temperature, reference=self.run.algorithm.kl_coef > 0,
+            micro_batch_size=self.run.trainer.micro_batch_size, layout=self.layout)
         t_logprob = time.perf_counter() - started
 
         started = time.perf_counter()
@@ -111,24 +121,23 @@ class RLStep:
 
         trained_tokens = sum(len(episode.tokens) for episode in episodes)
         total_time = t_rollout + t_logprob + t_update
-        metrics.update({
+        return StepResult({
+            "stage": "rl", "step": step + 1, "global_step": global_step + 1, **done, "lr": lr,
             "response_tokens_mean": float(np.mean([episode.response_tokens for episode in episodes])),
             "sequence_tokens_mean": float(np.mean([len(episode.tokens) for episode in episodes])),
             "time_rollout_s": t_rollout, "time_logprob_s": t_logprob, "time_update_s": t_update,
             "time_step_s": total_time,
             "gen_tokens_per_s": generated / max(t_rollout, 1e-9),
             "tokens_per_s": (trained_tokens + generated) / max(total_time, 1e-9),
-        })
-        metrics.update(update)
-        return StepResult(metrics, batch)
+            **update,
+        }, batch)
 
-    def _advantages(self, episodes: list[TrainSample],
-                    old: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    def _advantages(self, episodes: list[TrainSample], old: OldScores) -> tuple[torch.Tensor, torch.Tensor]:
         width = max(len(episode.tokens) for episode in episodes)
         if self.per_turn:
             advantages = per_turn_advantages(self.estimator, episodes, width, self.run.algorithm.turn_credit)
             return advantages, torch.zeros_like(advantages)
-        output = compute_advantages(self.estimator, build_advantage_batch(episodes, width, old.get("values")))
+        output = compute_advantages(self.estimator, build_advantage_batch(episodes, width, old.values))
         return output.advantages, output.returns
 
     def _record_dropped(self, dropped: list[tuple[Trajectory, str]], step: int) -> None:
@@ -143,7 +152,7 @@ class RLStep:
                                f"the update ({dropped[0][1]}; all in {FAILURES_FILE})[/yellow]")
 
 
-def rollout_metrics(trajectories: list[Trajectory], episodes: list[TrainSample]) -> dict[str, Any]:
+def rollout_metrics(trajectories: list[Trajectory], episodes: list[TrainSample]) -> RolloutMetrics:
     """What the rollout did: reward, success, turns, tool calls, errors, episodes cut off by a limit the
     env did not choose, and what went to training."""
     rewards = [trajectory.total_reward for trajectory in trajectories]

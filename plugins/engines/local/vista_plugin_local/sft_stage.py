@@ -8,7 +8,6 @@ no run state, so a resumed run rebuilds exactly the batches it would have seen.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import torch
 from rich.console import Console
@@ -18,6 +17,7 @@ from vista_plugin_local.chat_tokens import ChatEncoder, EpisodeTokens
 from vista_plugin_local.optim import Optimization
 from vista_plugin_local.policy import Policy, micro_batches
 from vista_plugin_local.sft_data import examples_from_turns, load_jsonl, trajectory_pieces
+from vista_plugin_local.step_metrics import SftUpdateMetrics
 from vista_rl import VistaError
 from vista_rl.config import RunConfig
 from vista_rl.rollout import RolloutEngine, episode_specs
@@ -60,7 +60,7 @@ def batch_indices(seed: int, count: int, batch_size: int, step: int) -> list[int
 
 
 def sft_update(policy: Policy, optimization: Optimization, batch: list[EpisodeTokens], micro_batch_size: int,
-               max_grad_norm: float | None) -> dict[str, Any]:
+               max_grad_norm: float | None) -> SftUpdateMetrics:
     """One optimizer step of token-mean negative log-likelihood on the batch's trainable tokens
     (skipped, with ``nan_skipped``, when the loss or gradient is not finite)."""
     policy.train(True)
