@@ -14,8 +14,10 @@ episode) is trained two ways:
   ``turn_ends``, ``vista_failure``) standing in for TransferQueue, which does not run here.
 
 The advantages of every trained token must agree: GRPO and RLOO on per-turn rows (turn credit
-episode, turn and state), GAE on whole-episode rows with critic values (the local engine refuses a
-critic with per-turn rows, ``plugins/engines/local/vista_plugin_local/preflight.py``; so does the verl engine).
+episode, turn and state), GAE on per-turn rows and on whole-episode rows with scripted critic values.
+GAE on per-turn rows is also checked against an independent reference: the local engine's
+whole-episode batch of the same episodes through ``masked_gae`` (the per-turn rule,
+``vista_rl.algorithms.turn_credit.turn_token_advantages``, is the episode's replies as one sequence).
 """
 
 from __future__ import annotations
@@ -255,6 +257,104 @@ def test_gae_on_whole_episode_rows_matches_the_local_engine(local, multi, monkey
         torch.testing.assert_close(verl_adv[index, :length], local_adv[row, start:start + length], rtol=1e-5, atol=1e-5)
     failed = [i for i, e in enumerate(episodes) if e.failed]
     assert failed and all(verl_adv[i].abs().max() == 0 for i in failed)
+
+
+def local_turn_samples(local: SimpleNamespace, episodes: list[Episode]) -> tuple[list[Any], list[tuple[int, int]]]:
+    """The local engine's per-turn samples of the episodes that did not fail, with (episode, turn) of each."""
+    samples, where, groups = [], [], {}
+    for number, episode in enumerate(episodes):
+        if episode.failed:
+            continue
+        trajectory = SimpleNamespace()
+        for turn, (prompt, reply, reward) in enumerate(zip(episode.prompts, episode.replies, episode.rewards,
+                                                          strict=True)):
+            tokens = local.EpisodeTokens(prompt + reply, [0] * len(prompt) + [1] * len(reply),
+                                         [len(prompt) + len(reply) - 1], [])
+            samples.append(local.TrainSample(trajectory, tokens, groups.setdefault(episode.uid, len(groups)),
+                                             [reward], turn))
+            where.append((number, turn))
+    return samples, where
+
+
+def whole_episode_reference(local: SimpleNamespace, episodes: list[Episode]) -> dict[tuple[int, int], torch.Tensor]:
+    """One sequence per episode (observations untrained), the critic's values on its replies, through the
+    local engine's batch and ``masked_gae``: each turn's reply advantages, by (episode, turn)."""
+    samples, layouts, groups = [], [], {}
+    for number, episode in enumerate(episodes):
+        if episode.failed:
+            continue
+        ids, mask, ends, values, spans = [], [], [], [], []
+        for turn, (prompt, reply) in enumerate(zip(episode.prompts, episode.replies, strict=True)):
+            ids += prompt
+            mask += [0] * len(prompt)
+            values += [0.0] * len(prompt)
+            spans.append((turn, len(ids), len(reply)))
+            ids += reply
+            mask += [1] * len(reply)
+            values += episode.values[turn]
+            ends.append(len(mask) - 1)
+        samples.append(local.TrainSample(SimpleNamespace(), local.EpisodeTokens(ids, mask, ends, []),
+                                         groups.setdefault(episode.uid, len(groups)), list(episode.rewards), None))
+        layouts.append((number, values, spans))
+    width = max(len(sample.tokens) for sample in samples)
+    values = torch.zeros((len(samples), width))
+    for row, (_number, row_values, _spans) in enumerate(layouts):
+        values[row, :len(row_values)] = torch.tensor(row_values)
+    batch = local.advantages.build_advantage_batch(samples, width, values)
+    table = local.advantages.compute_advantages(local.advantages.make_estimator("masked_gae", {}), batch).advantages
+    return {(number, turn): table[row, start:start + length]
+            for row, (number, _values, spans) in enumerate(layouts) for turn, start, length in spans}
+
+
+@pytest.mark.parametrize("estimator", ["gae", "masked_gae"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_gae_on_per_turn_rows_matches_the_local_engine(local, multi, monkeypatch, estimator: str, seed: int) -> None:
+    """Per-turn rows with a scripted critic (a value per reply token; noise where no token is trained, which
+    must not matter): verl's rows through the v1 bridge, in TransferQueue's shuffled order, get the local
+    engine's per-turn advantages, and both equal the whole-episode sequence's ``masked_gae``."""
+    episodes = scripted_batch(seed)
+    generator = torch.Generator().manual_seed(seed)
+    for episode in episodes:
+        episode.values = [torch.randn(len(reply), generator=generator).tolist() for reply in episode.replies]
+    samples, where = local_turn_samples(local, episodes)
+    width = max(len(sample.tokens) for sample in samples)
+    local_values = torch.randn((len(samples), width), generator=generator) * 10
+    for row, (number, turn) in enumerate(where):
+        start = len(episodes[number].prompts[turn])
+        reply_values = episodes[number].values[turn]
+        local_values[row, start:start + len(reply_values)] = torch.tensor(reply_values)
+    made = local.advantages.make_estimator(estimator, {})
+    local_table = local.advantages.per_turn_advantages(made, samples, width, values=local_values)
+    expected = {(number, turn): local_table[row, len(episodes[number].prompts[turn]):][:len(episodes[number].replies[turn])]
+                for row, (number, turn) in enumerate(where)}
+    reference = whole_episode_reference(local, episodes)
+
+    keys, extras, data = verl_rows(episodes)
+    response_values = torch.randn(data.batch["response_mask"].shape, generator=generator) * 10
+    row = 0
+    for episode in episodes:
+        for turn_values in episode.values:
+            response_values[row, :len(turn_values)] = torch.tensor(turn_values)
+            row += 1
+    data.batch["values"] = response_values
+    order = list(range(len(keys)))
+    random.Random(seed).shuffle(order)
+    keys, extras = [keys[i] for i in order], [extras[i] for i in order]
+    data = data.select_idxs(order)
+    advantages = through_verl(multi, monkeypatch, keys, extras, data, estimator)
+    mask = data.batch["response_mask"]
+    number_of = {(episode.uid, episode.session): number for number, episode in enumerate(episodes)}
+    for row, key in enumerate(keys):
+        uid, session, turn = key.rsplit("_", 2)
+        trained = mask[row].bool()
+        if (uid, int(session)) == FAILED:
+            assert not trained.any() and advantages[row].abs().max() == 0
+            continue
+        place = (number_of[(uid, int(session))], int(turn))
+        torch.testing.assert_close(advantages[row][trained], expected[place], rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(expected[place], reference[place], rtol=1e-5, atol=1e-5)
+        assert advantages[row][~trained].abs().sum() == 0
+    assert max(float(value.abs().max()) for value in expected.values()) > 0.1  # not degenerate
 
 
 def test_a_critic_with_per_turn_rows_is_refused_as_locally() -> None:

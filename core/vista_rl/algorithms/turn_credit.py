@@ -12,10 +12,13 @@ estimator runs on that, and the result goes back to the turns as ``algorithm.tur
   (``states``), averaged over the turns with the same context and reply (``actions``); a context
   seen once gets 0.
 
-This is the local engine's rule (``vista_plugin_local.advantages.per_turn_advantages``; why each
-choice: docs/turn-credit.md) in engine-neutral form, on plain per-row lists: the verl engine calls it on its
-``{uid}_{session}_{turn}`` rows, and ``tests/verl/test_verl_turn_advantages.py`` checks both give the
-same advantages on the same batch.
+With a critic (GAE and its kin) the credit is the estimator's own, token by token over each episode's
+replies (:func:`turn_token_advantages`).
+
+Both engines call these rules on plain per-row lists (why each choice: docs/turn-credit.md): the local
+engine on its per-turn samples (``vista_plugin_local.advantages.per_turn_advantages``), the verl engine
+on its ``{uid}_{session}_{turn}`` rows, and ``tests/verl/test_verl_turn_advantages.py`` checks both give
+the same advantages on the same batch.
 """
 
 from __future__ import annotations
@@ -103,3 +106,63 @@ def _state_credit(estimate: Estimate, episodes: Sequence[Hashable], turns: Seque
         out[indices] = each[indices].mean()
     sizes = torch.bincount(group_ids, minlength=max(state_of) + 1)
     return torch.where(sizes[group_ids] > 1, out, torch.zeros_like(out)).float()
+
+
+def turn_token_advantages(estimate: Estimate, episodes: Sequence[Hashable], turns: Sequence[int],
+                          rewards: Sequence[float], groups: Sequence[Hashable], mask: torch.Tensor,
+                          values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Advantages and returns of per-turn rows for an estimator with a critic (GAE and its kin), each
+    ``[rows, width]`` like ``mask`` (the rows' trained tokens) and ``values`` (the critic's value of
+    each token).
+
+    A critic gives a value per token, so the credit is the estimator's own, token by token: each
+    episode becomes one row of the estimator's batch holding its turns' trained tokens in turn order,
+    with each turn's reward on its last trained token and each token's value from its own row.  That
+    is the episode's sequence with the observations left out, so per-turn rows get what one sequence
+    per episode gets from a GAE that steps over observations (``masked_gae``), and every token weighs
+    in the loss as it would there (``algorithm.turn_credit`` has nothing to divide).  A turn without
+    a trained token passes its reward on to the episode's next trained turn (or its last one)."""
+    count = len(episodes)
+    if not (len(turns) == len(rewards) == len(groups) == count):
+        raise ValueError("episodes, turns, rewards and groups must have one entry per row")
+    if mask.dim() != 2 or mask.shape[0] != count or tuple(values.shape) != tuple(mask.shape):
+        raise ValueError(f"mask and values must both be [rows={count}, tokens]; got {tuple(mask.shape)} and "
+                         f"{tuple(values.shape)}")
+    advantages, returns = torch.zeros(mask.shape), torch.zeros(mask.shape)
+    if count == 0:
+        return advantages, returns
+    trained = [torch.nonzero(mask[index] > 0).flatten() for index in range(count)]
+    by_episode: dict[Hashable, list[int]] = {}
+    for index, episode in enumerate(episodes):
+        by_episode.setdefault(episode, []).append(index)
+    ordered = [sorted(indices, key=lambda i: int(turns[i])) for indices in by_episode.values()]
+    width = max(1, max(sum(len(trained[i]) for i in indices) for indices in ordered))
+    shape = (len(ordered), width)
+    token_rewards, token_mask, token_values = torch.zeros(shape), torch.zeros(shape), torch.zeros(shape)
+    turn_ends = torch.zeros(shape)
+    group_codes = _codes(groups)
+    group_ids = torch.tensor([group_codes[indices[0]] for indices in ordered], dtype=torch.long)
+    spans: list[tuple[int, int, int, int]] = []  # (row, episode, start, length)
+    for episode, indices in enumerate(ordered):
+        cursor, pending = 0, 0.0
+        for index in indices:
+            length = len(trained[index])
+            if length == 0:
+                pending += float(rewards[index])
+                continue
+            token_mask[episode, cursor:cursor + length] = 1.0
+            token_values[episode, cursor:cursor + length] = values[index, trained[index]].float()
+            token_rewards[episode, cursor + length - 1] += float(rewards[index]) + pending
+            turn_ends[episode, cursor + length - 1] = 1.0
+            spans.append((index, episode, cursor, length))
+            cursor, pending = cursor + length, 0.0
+        if pending and cursor:
+            token_rewards[episode, cursor - 1] += pending
+    out = estimate(AdvantageBatch(token_rewards=token_rewards, response_mask=token_mask,
+                                  advantage_mask=token_mask.clone(), group_ids=group_ids, values=token_values,
+                                  turn_ends=turn_ends))
+    episode_advantages, episode_returns = (out.advantages, out.returns) if isinstance(out, AdvantageOutput) else out
+    for index, episode, start, length in spans:
+        advantages[index, trained[index]] = episode_advantages[episode, start:start + length].float()
+        returns[index, trained[index]] = episode_returns[episode, start:start + length].float()
+    return advantages, returns

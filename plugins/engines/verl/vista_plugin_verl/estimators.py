@@ -207,11 +207,12 @@ def advantage_over_rows(data: Any, keys: Sequence[str], extras: Sequence[dict[st
 
     Per-turn rows (``extra_fields["vista_turn"]``): the episodes' turns through
     :func:`vista_rl.algorithms.turn_credit.turn_advantages`, grouped by session (an episode) and uid
-    (its seed), each row's advantage on its response tokens.  One row per episode: the rows through
+    (its seed), each row's advantage on its response tokens; with a critic (``data.batch["values"]``)
+    through ``turn_token_advantages``, token by token over each episode's replies.  One row per episode: the rows through
     our estimator with the per-turn rewards (``turn_scores`` at ``turn_ends``).  Rows of a failed
     episode (``vista_failure``) are left out of the statistics and get 0, as the local engine leaves
     the episode out of its update."""
-    from vista_rl.algorithms.turn_credit import turn_advantages
+    from vista_rl.algorithms.turn_credit import turn_advantages, turn_token_advantages
 
     estimator_id, needs_values = VERL_NAMES[name]
     uids, episodes, turns = _sessions(keys)
@@ -221,20 +222,26 @@ def advantage_over_rows(data: Any, keys: Sequence[str], extras: Sequence[dict[st
     settings = dict(config or {})
     settings.update({"gamma": gamma, "lam": lam, "norm_adv_by_std_in_grpo": norm_adv_by_std_in_grpo})
     if any("vista_turn" in extra for extra in extras):
-        if needs_values:
-            raise ValueError(f"{name}: per-turn rows have no value per token of one sequence (refused by the dry run)")
         estimator = vista_rl.make_estimator(estimator_id)
         params = _params(estimator_id, settings)
         kept = [i for i in range(len(keys)) if not failed[i]]
-        values = torch.zeros(len(keys))
-        if kept:
-            values[kept] = turn_advantages(
-                lambda batch: estimator(batch, **params), [episodes[i] for i in kept],
-                [int(extras[i]["vista_turn"]) for i in kept], [float(extras[i]["vista_turn_reward"]) for i in kept],
-                [uids[i] for i in kept], _credit(settings.get("vista_turn_credit")),
-                [extras[i].get("vista_state") for i in kept], [extras[i].get("vista_action") for i in kept])
-        advantages = values.to(mask.device, torch.float32).unsqueeze(1) * mask.to(torch.float32)
-        data.batch["advantages"], data.batch["returns"] = advantages, advantages.clone()
+        rows = ([episodes[i] for i in kept], [int(extras[i]["vista_turn"]) for i in kept],
+                [float(extras[i]["vista_turn_reward"]) for i in kept], [uids[i] for i in kept])
+        advantages = torch.zeros(mask.shape, dtype=torch.float32)
+        returns = torch.zeros(mask.shape, dtype=torch.float32)
+        if kept and needs_values:  # the critic's values: token-level credit over each episode's replies
+            kept_advantages, kept_returns = turn_token_advantages(
+                lambda batch: estimator(batch, **params), *rows, mask[kept].float().cpu(),
+                data.batch["values"][kept].float().cpu())
+            advantages[kept], returns[kept] = kept_advantages, kept_returns
+        elif kept:
+            per_row = turn_advantages(lambda batch: estimator(batch, **params), *rows,
+                                      _credit(settings.get("vista_turn_credit")),
+                                      [extras[i].get("vista_state") for i in kept],
+                                      [extras[i].get("vista_action") for i in kept])
+            advantages[kept] = per_row.unsqueeze(1) * mask[kept].float().cpu()
+            returns = advantages.clone()
+        data.batch["advantages"], data.batch["returns"] = advantages.to(mask.device), returns.to(mask.device)
         return data
     if any(extras):
         data.non_tensor_batch["turn_scores"] = _objects([list(extra.get("turn_scores") or []) for extra in extras])
