@@ -24,4 +24,5 @@ def test_each_step_draws_its_own_seeds_from_the_train_range_reproducibly() -> No
 def test_it_is_the_local_engines_rule() -> None:
     rl_step = pytest.importorskip("vista_plugin_local.rl_step")
     run = _run()
+    assert rl_step.step_seeds is step_seeds  # imported, not a copy that could drift
     assert [rl_step.step_seeds(run, step) for step in range(4)] == [step_seeds(run, step) for step in range(4)]

@@ -3,8 +3,8 @@
 Step ``k`` (0-based) of a run draws ``trainer.seeds_per_step`` seeds from ``trainer.train_seeds`` with
 a generator seeded by (run seed, step), so a resumed run repeats them and two engines given the same
 config train on the same seeds in the same order (the verl engine writes its train rows in this
-order and turns its data shuffle off).  The local engine's ``vista_plugin_local.rl_step.step_seeds``
-is this rule; ``tests/test_step_seeds.py`` keeps the two equal.
+order and turns its data shuffle off).  The local engine's RL step imports it
+(``tests/test_step_seeds.py`` checks it has no copy of its own).
 """
 
 from __future__ import annotations

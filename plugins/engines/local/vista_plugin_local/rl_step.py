@@ -8,7 +8,6 @@ seed and the step number, so a resumed run repeats them.
 
 from __future__ import annotations
 
-import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +38,7 @@ from vista_plugin_local.step_metrics import RolloutMetrics, StepMetrics
 from vista_rl import SamplingParams, Trajectory
 from vista_rl.config import RunConfig
 from vista_rl.rollout import episode_specs
+from vista_rl.step_seeds import step_seeds  # the rule every engine shares
 
 #: Episodes left out of an update (env/tool/model failure), one JSON line each with the reason.
 FAILURES_FILE = "failures.jsonl"
@@ -50,12 +50,6 @@ class StepResult:
 
     metrics: StepMetrics
     batch: SampleBatch
-
-
-def step_seeds(run: RunConfig, step: int) -> list[int]:
-    """The training seeds of RL step ``step`` (0-based): a sample seeded by (run seed, step)."""
-    rng = random.Random(run.seed * 7_919 + step)
-    return rng.sample(run.trainer.train_seeds.seeds(), run.trainer.seeds_per_step)
 
 
 def step_sampling(run: RunConfig, step: int) -> SamplingParams:
