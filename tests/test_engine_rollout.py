@@ -9,6 +9,7 @@ only test-made pieces are small envs and a tool that fail on purpose, registered
 from __future__ import annotations
 
 import json
+import math
 import time
 from pathlib import Path
 from typing import Any
@@ -322,12 +323,25 @@ def test_per_turn_advantages_broadcast_each_episodes_grpo_advantage() -> None:
         assert advantages[row, 5] == 0
 
 
-def test_per_turn_sequences_refuse_a_critic(tmp_path: Path, tiny_model_dir: Path, plugin: None) -> None:
-    """A value per token of one sequence has no meaning when each turn is its own sequence: the
-    engine says so before training, naming the keys."""
+def test_per_turn_sequences_train_a_critic(tmp_path: Path, tiny_model_dir: Path, plugin: None) -> None:
+    """GAE on per-turn sequences: the value head's values give each reply token its own credit over the
+    episode's replies (vista_rl.algorithms.turn_credit.turn_token_advantages), and the value head learns
+    the returns; turn_credit other than episode, or a value head GRPO would not use, is refused by name."""
     from vista_rl import ConfigError
 
-    run = run_config(tiny_model_dir, tmp_path / "run", env={"id": "test/counter-v0"}, max_turns=3, overrides=(
-        "rollout.window_size=0", "algorithm.estimator=bilevel_gae"))
-    with pytest.raises(ConfigError, match=r"algorithm\.estimator: bilevel_gae .*rollout\.sequences: episode"):
-        LocalEngine(run).validate()
+    overrides = ("rollout.window_size=0", "algorithm.estimator=gae", "sft.steps=0", "trainer.steps=1",
+                 "eval.seeds.count=1")
+    run = run_config(tiny_model_dir, tmp_path / "run", env={"id": "test/counter-v0", "config": {"target": 3}},
+                     max_turns=3, overrides=overrides)
+    engine = LocalEngine(run)
+    engine.validate()  # the preflight accepts it
+    engine.run()
+    batch = engine.last_batch
+    assert batch is not None and len(batch.samples) > len({id(s.trajectory) for s in batch.samples})  # per turn
+    (row,) = _rl_rows(tmp_path / "run")
+    assert row["optimizer_steps"] == 1 and math.isfinite(row["value_loss"]) and row["value_loss"] > 0
+    for refused, key in ((("algorithm.turn_credit=state",), "algorithm.turn_credit"),
+                         (("algorithm.estimator=grpo", "algorithm.critic=true"), "algorithm.critic")):
+        with pytest.raises(ConfigError, match=rf"{key}: "):
+            run_config(tiny_model_dir, tmp_path / "other", env={"id": "test/counter-v0"},
+                       overrides=(*overrides, *refused))

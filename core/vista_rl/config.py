@@ -290,7 +290,25 @@ class RunConfig(Section):
             raise ValueError(f"algorithm.turn_credit: {self.algorithm.turn_credit} needs per-turn sequences "
                              "(rollout.sequences: turn, or window_size: 0); one sequence per episode keeps "
                              "the estimator's own per-token credit")
+        self._check_turn_critic()
         return self
+
+    def _check_turn_critic(self) -> None:
+        """Per-turn sequences: an estimator with a critic gives each token its own credit over the
+        episode's replies (``vista_rl.algorithms.turn_credit.turn_token_advantages``), so nothing is left
+        for ``turn_credit`` to share out; one without a critic has no use for a value head."""
+        algorithm = self.algorithm
+        if not self.rollout.per_turn_sequences:
+            return
+        needs_values = algorithm.estimator in VALUE_ESTIMATORS
+        if needs_values and algorithm.turn_credit != "episode":
+            raise ValueError(f"algorithm.turn_credit: {algorithm.turn_credit} shares out an episode's advantage, "
+                             f"but {algorithm.estimator} gives each token its own credit from the critic's values; "
+                             "leave turn_credit at episode or use an estimator without a critic (grpo, rloo, ...)")
+        if algorithm.uses_critic and not needs_values:
+            raise ValueError(f"algorithm.critic: {algorithm.estimator} on per-turn sequences shares out each "
+                             "episode's advantage and uses no values; set algorithm.critic: false or use an "
+                             "estimator of the GAE family")
 
 
 def engine_section(run: RunConfig, engine_id: str, model: type[ConfigT]) -> ConfigT:

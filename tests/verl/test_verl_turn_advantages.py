@@ -357,16 +357,27 @@ def test_gae_on_per_turn_rows_matches_the_local_engine(local, multi, monkeypatch
     assert max(float(value.abs().max()) for value in expected.values()) > 0.1  # not degenerate
 
 
-def test_a_critic_with_per_turn_rows_is_refused_as_locally() -> None:
-    from vista_plugin_verl.config import check_neutral
+def test_a_critic_with_per_turn_rows_trains_as_locally() -> None:
+    """GAE with per-turn rows is trained (the critic on, the bridge's token-level credit); what the run
+    config refuses for both engines (turn_credit beside a critic, a critic GRPO would not use) is
+    refused here too, naming the key."""
+    from vista_plugin_verl.config import check_neutral, compose_overrides, engine_config
 
     from vista_rl import ConfigError
-    from vista_rl.config import RunConfig
+    from vista_rl.config import RunConfig, apply_overrides
 
-    run = RunConfig.model_validate({"engine": "verl", "env": {"id": "oddshape/odd-colour-v0"}, "model": {"path": "m"},
-                                    "rollout": {"window_size": 0, "group_size": 4}, "algorithm": {"estimator": "gae"},
-                                    "trainer": {"seeds_per_step": 8, "micro_batch_size": 2},
-                                    "engine_config": {"verl": {"cluster": {"n_gpus_per_node": 4}}}})
-    with pytest.raises(ConfigError, match=r"algorithm\.estimator: gae needs a value per token"):
-        check_neutral(run)
+    base = {"engine": "verl", "env": {"id": "oddshape/odd-colour-v0"}, "model": {"path": "m"},
+            "rollout": {"window_size": 0, "group_size": 4}, "algorithm": {"estimator": "gae"},
+            "trainer": {"seeds_per_step": 8, "micro_batch_size": 2},
+            "engine_config": {"verl": {"cluster": {"n_gpus_per_node": 4}}}}
+    run = RunConfig.model_validate(base)
+    assert check_neutral(run) == []
+    overrides = compose_overrides(run, engine_config(run), "t.parquet", "v.parquet")
+    assert "critic.enable=true" in overrides and "algorithm.adv_estimator=vista_gae" in overrides
+    for refused, key in ((["algorithm.turn_credit=state"], "algorithm.turn_credit"),
+                         (["algorithm.estimator=grpo", "algorithm.critic=true"], "algorithm.critic")):
+        with pytest.raises(ValueError, match=rf"{key}: "):
+            RunConfig.model_validate(apply_overrides(base, refused))
+    with pytest.raises(ConfigError):
+        check_neutral(RunConfig.model_validate(apply_overrides(base, ["algorithm.estimator=no_such"])))
     assert vista_rl.host().spec("estimators", "gae")

@@ -15,7 +15,7 @@ from vista_rl import AdvantageBatch, AdvantageOutput, ConfigError, UnknownItemEr
 from vista_rl.algorithms.turn_credit import TurnCredit, turn_advantages, turn_token_advantages
 
 __all__ = ["TurnCredit", "build_advantage_batch", "compute_advantages", "loss_masks", "make_estimator",
-           "per_turn_advantages", "turn_state"]
+           "per_turn_advantages", "per_turn_targets", "turn_state"]
 
 
 def build_advantage_batch(episodes: Sequence[TrainSample], width: int, values: torch.Tensor | None) -> AdvantageBatch:
@@ -40,13 +40,21 @@ def build_advantage_batch(episodes: Sequence[TrainSample], width: int, values: t
 
 def per_turn_advantages(estimator: Any, samples: Sequence[TrainSample], width: int,
                         credit: TurnCredit = "episode", values: torch.Tensor | None = None) -> torch.Tensor:
-    """Advantages of per-turn samples (``rollout.sequences: turn``), ``[len(samples), width]``.
+    """Advantages of per-turn samples (``rollout.sequences: turn``), ``[len(samples), width]``
+    (:func:`per_turn_targets` without the returns)."""
+    return per_turn_targets(estimator, samples, width, credit, values)[0]
+
+
+def per_turn_targets(estimator: Any, samples: Sequence[TrainSample], width: int, credit: TurnCredit = "episode",
+                     values: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Advantages and returns of per-turn samples, each ``[len(samples), width]``.
 
     The rules are the core's, shared with the verl engine so both give the same advantages
     (:mod:`vista_rl.algorithms.turn_credit`): without a critic, one advantage per sample by
     ``credit`` (``algorithm.turn_credit``; ``state`` compares turns by :func:`turn_state`), put on
-    every trained token of the sample; with ``values`` (the critic's, ``[len(samples), width]``),
-    the estimator's own token-level credit over each episode's replies (``turn_token_advantages``)."""
+    every trained token of the sample, and no returns (zeros: nothing learns a value); with
+    ``values`` (the critic's, ``[len(samples), width]``), the estimator's own token-level credit over
+    each episode's replies (``turn_token_advantages``) and the returns the value head learns."""
     episodes = [id(sample.trajectory) for sample in samples]
     turns = [sample.turn_index or 0 for sample in samples]
     rewards = [float(sum(sample.turn_rewards)) for sample in samples]
@@ -57,13 +65,14 @@ def per_turn_advantages(estimator: Any, samples: Sequence[TrainSample], width: i
 
     if values is not None:
         return turn_token_advantages(estimate, episodes, turns, rewards, groups, loss_masks(samples, width),
-                                     values[:, :width])[0]
+                                     values[:, :width])
     states = actions = None
     if credit == "state":
         states = [turn_state(sample) for sample in samples]
         actions = [tuple(sample.tokens.input_ids[len(state[0]):]) for sample, state in zip(samples, states, strict=True)]
     per_sample = turn_advantages(estimate, episodes, turns, rewards, groups, credit, states, actions)
-    return per_sample.unsqueeze(1) * loss_masks(samples, width)
+    advantages = per_sample.unsqueeze(1) * loss_masks(samples, width)
+    return advantages, torch.zeros_like(advantages)
 
 
 def loss_masks(samples: Sequence[TrainSample], width: int) -> torch.Tensor:

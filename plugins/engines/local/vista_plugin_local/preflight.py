@@ -36,10 +36,6 @@ def plan(run: RunConfig, cfg: LocalEngineConfig, device: torch.device, run_dir: 
     check_loggers(cfg.trainer.loggers)
     if cfg.trainer.steps:
         check_estimator_config(cfg.algorithm)
-        if run.rollout.per_turn_sequences and uses_critic:
-            raise ConfigError(f"algorithm.estimator: {cfg.algorithm.estimator} needs a value per token of one "
-                              "sequence, but rollout.sequences gives one sequence per turn; use an estimator "
-                              "without a critic (grpo, rloo, ...) or rollout.sequences: episode")
     if cfg.sft.steps and cfg.sft.source == "jsonl" and not Path(str(cfg.sft.path)).is_file():
         raise ConfigError(f"sft.path: {cfg.sft.path} does not exist; record trajectories first or use "
                           "sft.source: oracle")

@@ -20,7 +20,7 @@ from vista_plugin_local.advantages import (
     build_advantage_batch,
     compute_advantages,
     make_estimator,
-    per_turn_advantages,
+    per_turn_targets,
 )
 from vista_plugin_local.config import update_layout, validate_engine_config
 from vista_plugin_local.metrics import append_jsonl
@@ -128,9 +128,8 @@ class RLStep:
 
     def _advantages(self, episodes: list[TrainSample], old: OldScores) -> tuple[torch.Tensor, torch.Tensor]:
         width = max(len(episode.tokens) for episode in episodes)
-        if self.per_turn:
-            advantages = per_turn_advantages(self.estimator, episodes, width, self.run.algorithm.turn_credit)
-            return advantages, torch.zeros_like(advantages)
+        if self.per_turn:  # a value head's values give GAE token-level credit over each episode's replies
+            return per_turn_targets(self.estimator, episodes, width, self.run.algorithm.turn_credit, old.values)
         output = compute_advantages(self.estimator, build_advantage_batch(episodes, width, old.values))
         return output.advantages, output.returns
 

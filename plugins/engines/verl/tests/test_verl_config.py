@@ -105,7 +105,6 @@ def test_verl_section_is_strict() -> None:
 
 @pytest.mark.parametrize(("overrides", "key", "fix"), [
     (["rollout.window_size=2"], "rollout.window_size", "set rollout.sequences: turn"),
-    (["rollout.window_size=0"], "algorithm.estimator", "use an estimator without a critic"),  # BASE: bilevel_gae
     (["rollout.sequences=turn", "engine_config.verl.overrides=[trainer.use_v1=false]"], "rollout.sequences",
      "agent_loop.py:_run_agent_loop"),
     (["sft.steps=10", "sft.source=jsonl", "sft.path=p.jsonl"], "sft.source", "use sft.source: oracle"),

@@ -104,11 +104,7 @@ def trains_differently(run: RunConfig, cfg: VerlEngineConfig) -> list[str]:
                    "the model never saw together (the local engine aligns them, verl's loop does not); set "
                    "rollout.sequences: turn (one row per turn, each with the exact context it answered) or "
                    "rollout.window_size: null")
-    if rollout.per_turn_sequences:
-        if run.algorithm.uses_critic:
-            out.append(f"algorithm.estimator: {run.algorithm.estimator} needs a value per token of one sequence, "
-                       "but per-turn rows give one sequence per turn (the local engine refuses it too); use an "
-                       "estimator without a critic (grpo, rloo, ...) or rollout.sequences: episode")
+    if rollout.per_turn_sequences:  # a critic's values on per-turn rows: estimators.advantage_over_rows
         if any(item.replace(" ", "").lower() in ("trainer.use_v1=false", "+trainer.use_v1=false")
                for item in cfg.overrides):
             out.append(f"rollout.sequences: per-turn rows need verl's v1 trainer; trainer.use_v1=false (in "

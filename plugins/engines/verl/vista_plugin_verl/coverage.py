@@ -109,7 +109,7 @@ REFUSED: dict[str, str] = {
     "trainer.scheduler": "linear: verl schedules constant or cosine",
     "trainer.micro_batch_size": "not a divisor of one GPU's share of a mini-batch",
     "algorithm.mini_batches": "not a divisor of trainer.seeds_per_step",
-    "algorithm.estimator": "unregistered, or one that needs a critic with per-turn rows (as the local engine)",
+    "algorithm.estimator": "unregistered",
     "algorithm.estimator_params": "a key the estimator does not take",
     "sft.source": "jsonl: the verl engine builds its SFT rows from the env's oracle only",
     "sft.path": "with sft.source: jsonl",
