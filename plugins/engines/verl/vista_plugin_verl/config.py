@@ -104,11 +104,11 @@ def trains_differently(run: RunConfig, cfg: VerlEngineConfig) -> list[str]:
                    "the model never saw together (the local engine aligns them, verl's loop does not); set "
                    "rollout.sequences: turn (one row per turn, each with the exact context it answered) or "
                    "rollout.window_size: null")
-    if rollout.per_turn_sequences:  # a critic's values on per-turn rows: estimators.advantage_over_rows
-        if any(item.replace(" ", "").lower() in ("trainer.use_v1=false", "+trainer.use_v1=false")
-               for item in cfg.overrides):
-            out.append(f"rollout.sequences: per-turn rows need verl's v1 trainer; trainer.use_v1=false (in "
-                       f"engine_config.verl.overrides) keeps one output per sample ({LEGACY_SINGLE_OUTPUT})")
+    legacy = any(item.replace(" ", "").lower() in ("trainer.use_v1=false", "+trainer.use_v1=false")
+                 for item in cfg.overrides)
+    if rollout.per_turn_sequences and legacy:  # (a critic on per-turn rows: estimators.advantage_over_rows)
+        out.append(f"rollout.sequences: per-turn rows need verl's v1 trainer; trainer.use_v1=false (in "
+                   f"engine_config.verl.overrides) keeps one output per sample ({LEGACY_SINGLE_OUTPUT})")
     out += sft.refusals(run)
     if run.model.config:
         out.append(f"model.config: the local backend's model options ({', '.join(sorted(run.model.config))}) "
