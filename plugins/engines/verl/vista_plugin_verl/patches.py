@@ -16,6 +16,8 @@ and the mini-batch split fails in ``index_select_tensor_dict``'s ``unbind``
 (``split_with_sizes expects split_sizes to sum exactly to L ... got [4, 4, 4, 4]``).  The patched
 function rebuilds such a tensor from its rows (lengths from ``input_ids``), ragged on dim 2, before
 verl's relabelling; every other tensor goes to verl's function unchanged.
+
+``vllm_dummy_load_keeps_buffers``: see :func:`keep_constructed_buffers`.
 """
 
 from __future__ import annotations
@@ -65,14 +67,16 @@ def fix_3d_position_ids(data: Any) -> None:
 
 
 def install() -> list[str]:
-    """Apply the patches to verl 0.9.x (idempotent); returns the names of those applied."""
+    """Apply the patches to verl 0.9.x (idempotent); returns the names of those applied.  The vLLM
+    patch goes in whatever verl's version (it is about the dummy load verl asks every vLLM for)."""
     import verl
     import verl.utils.tensordict_utils as tensordict_utils
 
+    vllm_applied = ["vllm_dummy_load_keeps_buffers"] if install_vllm_dummy_load_patch() else []
     version = str(getattr(verl, "__version__", ""))
     if not version.startswith(VERL_SERIES):
         logger.info("vista-plugin-verl: verl %s is not %sx, its patches are not applied", version, VERL_SERIES)
-        return []
+        return vllm_applied
     current = tensordict_utils.maybe_fix_3d_position_ids
     if current is not fix_3d_position_ids:
         _ORIGINAL.setdefault("maybe_fix_3d_position_ids", current)
@@ -81,7 +85,7 @@ def install() -> list[str]:
         module = sys.modules.get(name)
         if module is not None and getattr(module, "maybe_fix_3d_position_ids", None) is not fix_3d_position_ids:
             module.maybe_fix_3d_position_ids = fix_3d_position_ids  # type: ignore[attr-defined]
-    applied = ["mrope_equal_lengths"]
+    applied = ["mrope_equal_lengths", *vllm_applied]
     if _install_text_only_input_embeds():
         applied.append("qwen2_vl_text_only_micro_batch")
     return applied
@@ -132,4 +136,65 @@ def _install_text_only_input_embeds() -> bool:
     if not getattr(qwen2_vl._get_input_embeds, "vista_patched", False):
         _ORIGINAL.setdefault("qwen2_vl._get_input_embeds", qwen2_vl._get_input_embeds)
         qwen2_vl._get_input_embeds = text_only_input_embeds(qwen2_vl._get_input_embeds)
+    return True
+
+
+def persistent_buffers(model: Any) -> dict[str, Any]:
+    """Each persistent buffer of ``model`` (what ``state_dict`` holds beside the parameters) by its
+    qualified name; meta tensors (layers not materialised yet) are left out."""
+    found: dict[str, Any] = {}
+    for prefix, module in model.named_modules():
+        for name, buffer in module._buffers.items():
+            if buffer is not None and name not in module._non_persistent_buffers_set and not buffer.is_meta:
+                found[f"{prefix}.{name}" if prefix else name] = buffer
+    return found
+
+
+def keep_constructed_buffers(original: Callable[..., Any]) -> Callable[..., Any]:
+    """vLLM's dummy loader (``load_format=dummy``, verl's default for its rollout servers:
+    ``actor_rollout_ref.rollout.load_format``) that leaves every persistent buffer as the model's
+    constructor made it and randomises only the parameters.
+
+    vLLM's ``DummyModelLoader.load_weights`` (``vllm/model_executor/model_loader/dummy_loader.py``)
+    randomises every persistent tensor of every layer, buffers included.  verl then sends the actor's
+    weights (``verl/workers/rollout/vllm_rollout/utils.py``, ``_update_weights``), which hold only what a
+    Hugging Face checkpoint holds, so a buffer that vLLM builds itself stays random for the whole run.
+    vLLM 0.32 (the version pinned here) normalises Qwen2-VL/2.5-VL images on the device (``mm_device_do_normalize``):
+    ``visual.input_norm``'s ``weight`` and ``bias`` buffers (``vllm/model_executor/layers/fusion/
+    mm_input_norm.py``) are the processor's ``rescale_factor / image_std`` and ``-image_mean / image_std``.
+    Randomised (about 1e-3), they turned every image into a nearly constant one: the rollouts of
+    ``docs/cluster.md`` section 7 saw no map and scored as the blind policy does (0.13 against 0.42).
+    Here the buffers are copied before the dummy load and put back after it, which is what a real
+    load (``load_format=auto``) leaves them as: no checkpoint names them."""
+    import functools
+
+    import torch
+
+    @functools.wraps(original)
+    def load_weights(self: Any, model: Any, model_config: Any) -> Any:
+        kept = {name: buffer.detach().clone() for name, buffer in persistent_buffers(model).items()}
+        result = original(self, model, model_config)
+        with torch.no_grad():
+            for name, buffer in persistent_buffers(model).items():
+                if name in kept and buffer.shape == kept[name].shape:
+                    buffer.copy_(kept[name])
+        return result
+
+    load_weights.vista_patched = True  # type: ignore[attr-defined]
+    return load_weights
+
+
+def install_vllm_dummy_load_patch() -> bool:
+    """:func:`keep_constructed_buffers` on vLLM's dummy loader, in processes that already run vLLM
+    (its workers import verl's worker extension, so verl's plugins, before they load the model);
+    importing vLLM elsewhere would cost seconds for nothing."""
+    if "vllm" not in sys.modules:
+        return False
+    try:
+        from vllm.model_executor.model_loader.dummy_loader import DummyModelLoader
+    except ImportError:  # pragma: no cover - a vLLM without this loader
+        return False
+    if not getattr(DummyModelLoader.load_weights, "vista_patched", False):
+        _ORIGINAL.setdefault("DummyModelLoader.load_weights", DummyModelLoader.load_weights)
+        DummyModelLoader.load_weights = keep_constructed_buffers(DummyModelLoader.load_weights)  # type: ignore[method-assign]
     return True
