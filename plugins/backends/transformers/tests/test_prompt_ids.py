@@ -103,3 +103,37 @@ def test_same_as_compares_every_tensor() -> None:
     assert PromptEncoder.same_as(dict(base), base)
     assert not PromptEncoder.same_as({**base, "pixel_values": torch.ones(2, 3)}, base)
     assert not PromptEncoder.same_as({"input_ids": base["input_ids"]}, base)
+
+
+def test_images_of_a_known_grid_skip_the_processors_text_half(family_backend: TransformersBackend) -> None:
+    """Issue 36 item 4: a new image whose processed grid was seen before runs the image processor
+    alone; its span ids come from the first image of that grid (the ids stay the processor's: the
+    test above compares them at every turn).  The whole processor runs once per grid here."""
+    prompts = family_backend.prompts
+    assert prompts is not None
+    calls: list[int] = []
+    whole = prompts.processor
+
+    class Counting:
+        def __getattr__(self, name: str) -> object:
+            return getattr(whole, name)
+
+        def __call__(self, *args: object, **kwargs: object) -> object:
+            calls.append(1)
+            return whole(*args, **kwargs)
+
+    prompts.processor = Counting()
+    try:
+        for shade in range(6):  # six new pictures of one size, one of another
+            size = (56, 56) if shade < 5 else (84, 56)
+            image = Image.new("RGB", size, (shade * 40, 200 - shade * 30, 7))
+            ids, encoded = prompts.image_ids(image)
+            reference = family_backend.processor(text=[prompts.image_text], images=[image], return_tensors="pt")
+            assert ids == reference["input_ids"][0].tolist()
+            assert set(encoded.tensors) == {key for key in reference if key not in ("input_ids", "attention_mask",
+                                                                                     "mm_token_type_ids")}
+            for key, value in encoded.tensors.items():
+                assert torch.equal(value, reference[key]), key
+    finally:
+        prompts.processor = whole
+    assert len(calls) <= 2, f"the whole processor ran {len(calls)} times for two grids"

@@ -37,6 +37,12 @@ from vista_rl.chat_render import RenderedIds
 LogprobsMode = Literal["processed", "raw"]
 
 
+def _unpadded(input_ids: Any, attention_mask: Any) -> list[list[int]]:
+    """Each row's prompt ids without its padding (one conversion to lists for the batch)."""
+    return [[token for token, keep in zip(ids, mask, strict=True) if keep]
+            for ids, mask in zip(input_ids.cpu().tolist(), attention_mask.cpu().tolist(), strict=True)]
+
+
 def resolve_device(device: str | None, model: Any = None) -> str:
     """``auto``/None: the model's device when given a model, else CUDA when available, else CPU."""
     import torch
@@ -418,16 +424,15 @@ class TransformersBackend(ModelBackend):
         if cached is not None:
             self.episodes.keep(cached, output, eos_ids)
         sequences = output.sequences[:plan.rows]  # padding rows (static batch buckets) dropped
-        new_tokens = sequences[:, prompt_length:].cpu()
-        logprobs = recorder.finish(output.sequences[:, -1])[:plan.rows].cpu() if new_tokens.shape[1] else None
-        attention = inputs["attention_mask"].cpu()
-        prompt_ids = inputs["input_ids"].cpu()
+        new_tokens = sequences[:, prompt_length:].cpu().tolist()  # one conversion for the batch, not one per row
+        logprobs = recorder.finish(output.sequences[:, -1])[:plan.rows].cpu().tolist() \
+            if sequences.shape[1] > prompt_length else None
+        prompts = ([list(row.ids) for row in cached.rows] if cached is not None  # the rows' own ids, unpadded
+                   else _unpadded(inputs["input_ids"], inputs["attention_mask"]))
         results = []
-        for row in range(new_tokens.shape[0]):
-            ids = new_tokens[row].tolist()
-            row_logprobs = logprobs[row].tolist() if logprobs is not None else []
-            prompt = prompt_ids[row][attention[row].bool()].tolist()
-            generation = self._finish(ids, row_logprobs, prompt, eos_ids, params)
+        for row, ids in enumerate(new_tokens):
+            row_logprobs = logprobs[row] if logprobs is not None else []
+            generation = self._finish(ids, row_logprobs, prompts[row], eos_ids, params)
             if top_logprobs:
                 generation.metadata["top_logprobs"] = recorder.row_top(row, len(generation.token_ids))
             results.append(generation)

@@ -15,7 +15,7 @@ encoding whole chats if they differ.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +49,11 @@ class PromptEncoder:
         self.renderer = renderer
         self.image_text = image_text
         self.token_type_ids = False  # whether the processor returns mm_token_type_ids (Qwen-VL)
+        #: an image's span ids by the signature of its processed tensors (see :meth:`image_ids`)
+        self._spans: dict[tuple[Any, ...], list[int]] = {}
+        #: whether the image processor alone gives the processor's tensors (None: not checked yet)
+        self._kept: tuple[str, ...] = ()  # the image processor's outputs the processor returns
+        self._direct: bool | None = None if getattr(processor, "image_processor", None) is not None else False
 
     @classmethod
     def for_processor(cls, processor: Any) -> PromptEncoder | None:
@@ -68,12 +73,36 @@ class PromptEncoder:
         return [int(i) for i in self.tokenizer(text, add_special_tokens=False)["input_ids"]]
 
     def image_ids(self, image: Image.Image) -> tuple[list[int], EncodedImage]:
-        """The processor's expansion of one image part and its tensors."""
+        """The processor's expansion of one image part and its tensors.
+
+        Why not always the processor: its text half (tokenising the image part, expanding the
+        placeholder, the token-type ids) cost more than the image processor itself, on every new
+        image, and it is the same for every image whose processed tensors have the same shapes and
+        grid (Qwen-VL's ``image_grid_thw``, InternVL's tile count).  So the image processor runs
+        alone and the span ids come from the first image with the same :func:`span_signature`,
+        which went through the whole processor.  That first call also checks that the image
+        processor alone gives the processor's tensors (those it keeps); if not, every image goes
+        through the processor."""
         rgb = as_rgb(image)
+        key = image_hash(rgb)
+        direct: dict[str, Any] | None = None
+        signature: tuple[Any, ...] | None = None
+        if self._direct is not False:
+            direct = dict(self.processor.image_processor([rgb], return_tensors="pt"))
+            signature = span_signature(direct)
+            known = self._spans.get(signature) if signature is not None and self._direct else None
+            if known is not None:
+                return list(known), EncodedImage(key, {name: direct[name] for name in self._kept})
         out = self.processor(text=[self.image_text], images=[rgb], return_tensors="pt")
         self.token_type_ids = self.token_type_ids or "mm_token_type_ids" in out
-        tensors = {key: value for key, value in out.items() if key not in TOKEN_KEYS}
-        return [int(i) for i in out["input_ids"][0].tolist()], EncodedImage(image_hash(rgb), tensors)
+        tensors = {name: value for name, value in out.items() if name not in TOKEN_KEYS}
+        ids = [int(i) for i in out["input_ids"][0].tolist()]
+        if direct is not None:  # the outputs the processor keeps (InternVL drops num_patches)
+            self._kept = tuple(tensors)
+            self._direct = set(tensors) <= set(direct) and self.same_as(tensors, {name: direct[name] for name in tensors})
+            if self._direct and signature is not None:
+                self._spans[signature] = list(ids)
+        return ids, EncodedImage(key, tensors)
 
     def render(self, chat: Sequence[Message]) -> RenderedIds[EncodedImage]:
         return self.renderer.render(chat)
@@ -120,3 +149,19 @@ def image_tensors(images: Sequence[EncodedImage]) -> dict[str, Any]:
         return {}
     keys = list(images[0].tensors)
     return {key: torch.cat([image.tensors[key] for image in images], dim=0) for key in keys}
+
+
+def span_signature(tensors: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """What an image part's expansion into tokens depends on, from its processed tensors: every
+    tensor's shape and dtype, and the values of the small integer ones (grids, tile counts, sizes);
+    float pixels only by their shape.  ``None`` when an output is not a tensor (no reuse then)."""
+    import torch
+
+    parts: list[Any] = []
+    for name in sorted(tensors):
+        value = tensors[name]
+        if not isinstance(value, torch.Tensor):
+            return None
+        small_int = not value.is_floating_point() and not value.is_complex() and value.numel() <= 64
+        parts.append((name, tuple(value.shape), str(value.dtype), tuple(value.flatten().tolist()) if small_int else None))
+    return tuple(parts)

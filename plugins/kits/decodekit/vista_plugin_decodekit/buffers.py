@@ -12,19 +12,29 @@ caller's bound is wrong), the buffer grows by doubling, which is still amortised
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from transformers.cache_utils import DynamicLayer
+
+#: makes an uninitialised tensor of ``(shape, dtype, device)``
+Allocate = Callable[[tuple[int, ...], torch.dtype, Any], torch.Tensor]
+
+
+def _empty(shape: tuple[int, ...], dtype: torch.dtype, device: Any) -> torch.Tensor:
+    return torch.empty(shape, dtype=dtype, device=device)
 
 
 class PreallocatedLayer(DynamicLayer):
     """A ``DynamicLayer`` (so every cache rule that applies to one applies here) whose keys and
     values live in a buffer of ``capacity`` positions."""
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, take: Allocate | None = None) -> None:
         super().__init__()
         self.capacity = max(int(capacity), 1)
+        #: where buffers come from (``shape, dtype, device``): a reusing pool, or ``torch.empty``
+        self._take: Allocate = take if take is not None else _empty
         self._key_buffer: torch.Tensor | None = None
         self._value_buffer: torch.Tensor | None = None
 
@@ -33,8 +43,8 @@ class PreallocatedLayer(DynamicLayer):
         caller that leaves masked positions unwritten zeroes them: a masked NaN still poisons the
         attention sum); the cache starts empty."""
         shape = (batch, heads, self.capacity, head_dim)
-        self._key_buffer = torch.empty(shape, dtype=dtype, device=device)
-        self._value_buffer = torch.empty(shape, dtype=dtype, device=device)
+        self._key_buffer = self._take(shape, dtype, device)
+        self._value_buffer = self._take(shape, dtype, device)
         self.keys, self.values = self._key_buffer[..., :0, :], self._value_buffer[..., :0, :]
         self.device, self.dtype = device, dtype
         self.is_initialized = True

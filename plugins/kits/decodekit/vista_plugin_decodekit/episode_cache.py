@@ -39,9 +39,12 @@ import torch
 from vista_plugin_decodekit.buffers import PreallocatedLayer
 from vista_plugin_decodekit.positions import PositionScheme, position_scheme, unwrap
 from vista_plugin_decodekit.prefix import ImageSpan, image_spans, reusable_prefix
+from vista_plugin_decodekit.staging import StagingPool
 
 #: Default bound on the memory the kept caches hold.
 DEFAULT_EPISODE_CACHE_MB = 1024.0
+#: Tensors of a call's layout at least this large come from the reused buffers (:mod:`~vista_plugin_decodekit.staging`).
+STAGED_BYTES = 1 << 20
 
 
 class VisionInput(Protocol):
@@ -115,6 +118,8 @@ class CachedBatch:
     width: int
     reused: int
     cache: Any = field(repr=False)
+    #: the reused buffers the call's tensors live in, given back by :meth:`EpisodeKVCache.keep`
+    held: list[torch.Tensor] = field(default_factory=list, repr=False)
 
 
 def _size(tensors: Iterable[torch.Tensor]) -> int:
@@ -134,6 +139,8 @@ class EpisodeKVCache:
         self._entries: dict[str, _Entry] = {}
         self._lock = threading.Lock()
         self._tick = 0
+        #: the call layouts' large tensors, reused between calls (idle ones count apart from ``max_mb``)
+        self.staging = StagingPool(self.max_bytes)
         self.scheme: PositionScheme | None
         self.scheme, self.why_not = position_scheme(model)
         inner = unwrap(model)
@@ -192,12 +199,22 @@ class EpisodeKVCache:
             highest = block_positions.view(-1, block).max(dim=0).values.cummax(dim=0).values
             before = entry.position_max[:prefix].cpu() if entry is not None else torch.zeros(0, dtype=torch.long)
             plan.position_max = torch.cat([before, highest])
-        cache = self._batch_cache(plans, entries, reused, width + max_new_tokens)
+        held: list[torch.Tensor] = []
+        cache = self._batch_cache(plans, entries, reused, width + max_new_tokens, held)
         inputs: dict[str, Any] = {"input_ids": ids.to(device), "attention_mask": mask.to(device),
                                   "position_ids": positions.to(device), self.cache_keyword: cache}
         if pixels:
-            inputs.update({key: torch.cat([image[key] for image in pixels], dim=0).to(device) for key in pixels[0]})
-        return CachedBatch(inputs, list(plans), width, reused, cache)
+            inputs.update({key: self._concat([image[key] for image in pixels], held).to(device) for key in pixels[0]})
+        return CachedBatch(inputs, list(plans), width, reused, cache, held)
+
+    def _concat(self, parts: Sequence[torch.Tensor], held: list[torch.Tensor]) -> torch.Tensor:
+        """``torch.cat(parts)``, into a reused buffer when it is large (see :mod:`~vista_plugin_decodekit.staging`)."""
+        first = parts[0]
+        shape = (sum(int(part.shape[0]) for part in parts), *first.shape[1:])
+        if int(first.element_size()) * int(torch.Size(shape).numel()) < STAGED_BYTES or \
+                any(part.dtype != first.dtype or part.device != first.device for part in parts):
+            return torch.cat(list(parts), dim=0)
+        return torch.cat(list(parts), dim=0, out=self.staging.take(shape, first.dtype, first.device, held))
 
     def _row_plan(self, row: RowPrompt) -> tuple[_RowPlan, _Entry | None]:
         stats = self.stats
@@ -229,11 +246,15 @@ class EpisodeKVCache:
                 if span.start >= plan.reused]
 
     def _batch_cache(self, plans: Sequence[_RowPlan], entries: Sequence[_Entry | None], reused: int,
-                     capacity: int) -> Any:
+                     capacity: int, held: list[torch.Tensor]) -> Any:
         """A dynamic cache of ``capacity`` positions per layer with each row's reused prefix
-        right-aligned in the first ``reused`` columns."""
+        right-aligned in the first ``reused`` columns; its buffers come from the staging pool."""
         cache = self._new_cache()
-        cache.layers = [PreallocatedLayer(capacity) for _ in cache.layers]
+
+        def take(shape: tuple[int, ...], dtype: torch.dtype, device: Any) -> torch.Tensor:
+            return self.staging.take(shape, dtype, device, held)
+
+        cache.layers = [PreallocatedLayer(capacity, take) for _ in cache.layers]
         donor = next((entry for entry in entries if entry is not None), None)
         if donor is None or not reused:
             return cache
@@ -255,7 +276,15 @@ class EpisodeKVCache:
     def keep(self, batch: CachedBatch, sequences: torch.Tensor, eos_ids: Sequence[int], cache: Any = None) -> None:
         """Store each keyed row's cache after ``generate``: its prompt and the reply tokens fed back
         (up to and with its first EOS).  ``sequences``: ``generate``'s output ids; ``cache``: the
-        cache it returned (default: the one planned, which ``generate`` grows in place)."""
+        cache it returned (default: the one planned, which ``generate`` grows in place).  The
+        call's staged buffers go back to the pool after it: nothing may read its inputs or cache then."""
+        try:
+            self._keep(batch, sequences, eos_ids, cache)
+        finally:
+            held, batch.held = batch.held, []
+            self.staging.give(held)
+
+    def _keep(self, batch: CachedBatch, sequences: torch.Tensor, eos_ids: Sequence[int], cache: Any) -> None:
         layers = list(getattr(cache if cache is not None else batch.cache, "layers", []))
         if not layers:
             return
@@ -327,10 +356,11 @@ class EpisodeKVCache:
                     self.stats.ended += 1
 
     def clear(self) -> None:
-        """Free every kept cache (e.g. the weights changed)."""
+        """Free every kept cache (e.g. the weights changed) and the idle staged buffers."""
         with self._lock:
             for key in list(self._entries):
                 self._release(key)
+        self.staging.clear()
 
     def reset_peak(self) -> None:
         """Start a new ``peak_bytes`` measurement from what is held now (benchmarks)."""
