@@ -137,3 +137,26 @@ def test_images_of_a_known_grid_skip_the_processors_text_half(family_backend: Tr
     finally:
         prompts.processor = whole
     assert len(calls) <= 2, f"the whole processor ran {len(calls)} times for two grids"
+
+
+def test_text_ids_straight_from_the_rust_tokenizer_equal_the_tokenizers_own(family_backend: TransformersBackend) -> None:
+    """Issue 36 item 4: a text piece is encoded by the ``tokenizers`` backend directly (the Python
+    wrapper cost more than the encoding); the ids are the wrapper's, special tokens included, and a
+    tokenizer left with truncation set goes back through the wrapper."""
+    from vista_plugin_transformers.prompt_ids import _plain_rust_tokenizer
+
+    prompts = family_backend.prompts
+    assert prompts is not None
+    tokenizer = prompts.tokenizer
+    assert _plain_rust_tokenizer(tokenizer) is not None
+    for text in ["", "\n", "hello  world ", "<|im_start|>user\nhi<|im_end|>\n", "a<|image_pad|>b", "émoji 🙂 ",
+                 "<tool_call>{\"a\": 1}</tool_call>", "  \n\n x", "<image>"]:
+        assert prompts.text_ids(text) == tokenizer(text, add_special_tokens=False)["input_ids"], text
+    rust = tokenizer._tokenizer
+    rust.enable_truncation(max_length=2)
+    try:
+        assert _plain_rust_tokenizer(tokenizer) is None
+        assert prompts.text_ids("one two three four") == tokenizer("one two three four",
+                                                                     add_special_tokens=False)["input_ids"]
+    finally:
+        rust.no_truncation()
