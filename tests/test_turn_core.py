@@ -1,6 +1,6 @@
 """A turn behaves the same in every engine: the same scripted replies through ``RolloutEngine``
 (batched) and through one :class:`~vista_rl.rollout.EpisodeDriver` driven one episode at a time,
-the way the verl agent loop drives it (open, then ``turn`` per reply, then ``finish``), give the same
+the way the verl agent loop drives it (open, then per reply its calls until none is left, then ``finish``), give the same
 observation, reward, tool records, images, success and failure per turn.  (The verl loop itself,
 through verl's machinery, is compared with the engine in plugins/engines/verl/tests/test_verl_parity.py.)"""
 
@@ -20,7 +20,7 @@ from vista_rl.model import Generation
 from vista_rl.parsing import parse_response
 from vista_rl.rollout import EpisodeDriver, EpisodeSpec, RolloutEngine
 from vista_rl.rollout.turn import make_env_tools
-from vista_rl.rollout.workers import CallPool
+from vista_rl.rollout.workers import CallPool, run_detached
 from vista_rl.tool import Tool, ToolContext, ToolResult
 
 ENV = "test/parity-v0"
@@ -127,12 +127,16 @@ def one_episode_at_a_time(settings: RolloutSection, replies: list[str] = REPLIES
     cache: dict[str, Any] = {}
     lock = threading.Lock()
     driver = EpisodeDriver(EpisodeSpec(env_id, 1), settings)
-    driver.open(pool, lambda env: make_env_tools(env.tools, settings.tools, cache, lock))
+    (opened,) = pool.run_calls([driver.open_call(lambda env: make_env_tools(env.tools, settings.tools, cache, lock))])
+    driver.start(opened)
     for reply in replies:
         if driver.done:
             break
-        driver.turn(pool, driver.chat(), Generation(text=reply))
+        calls = driver.respond(driver.chat(), Generation(text=reply))
+        while calls:
+            calls = driver.settle(pool.run_calls(calls))
     trajectory = driver.finish()
+    run_detached(driver.close_call())
     pool.close()
     return trajectory
 

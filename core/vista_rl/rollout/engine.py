@@ -8,11 +8,13 @@ env ends only its own episode, with the reason in ``Trajectory.failure``.  Finis
 yielded at once and replaced by new ones (continuous batching), so memory holds at most
 ``batch_size`` episodes whatever the run length.
 
-One episode's life (start, context window, turn bookkeeping, timeouts, reflection, the finished
-trajectory) is :class:`vista_rl.rollout.episode.EpisodeDriver`, which the verl agent loop drives
-too; what one reply leads to is decided by :mod:`vista_rl.rollout.turn`.  This module keeps only
-the batching: one ``generate`` call for every live episode, every episode's env/tool calls
-submitted to the shared pool before any is waited on, continuous replacement of finished episodes.
+One episode's life (start, context window, turn bookkeeping, reflection, the finished trajectory)
+is :class:`vista_rl.rollout.episode.EpisodeDriver`, which the verl agent loop drives too; it does no
+I/O but returns the env and tool calls it needs as data (:class:`~vista_rl.rollout.calls.Call`).
+What one reply leads to is decided by :mod:`vista_rl.rollout.turn`.  This module keeps the batching
+and the waiting: one ``generate`` call for every live episode, every episode's calls submitted to the
+shared pool (with their timeouts) before any is waited on, round after round (the reply's step or
+tools, then an observe or a reflection reset), and continuous replacement of finished episodes.
 """
 
 from __future__ import annotations
@@ -29,9 +31,11 @@ from vista_rl.config import RolloutSection
 from vista_rl.env import Env
 from vista_rl.model import EpisodeStateBackend, Generation, ModelBackend, SamplingParams
 from vista_rl.observation import Chat
-from vista_rl.rollout.episode import CHARS_PER_TOKEN, EpisodeDriver, EpisodeSpec, TurnCalls, TurnKey
+from vista_rl.rollout.calls import Call, CallKind
+from vista_rl.rollout.episode import CHARS_PER_TOKEN, EpisodeDriver, EpisodeSpec, TurnKey
+from vista_rl.rollout.stats import EpisodeStats
 from vista_rl.rollout.turn import make_env_tools
-from vista_rl.rollout.workers import CallPool
+from vista_rl.rollout.workers import CallPool, run_detached
 from vista_rl.tool import Tool
 from vista_rl.trajectory import Trajectory
 
@@ -135,7 +139,9 @@ class RolloutEngine:
         waiting: dict[int, Trajectory] = {}
         next_index = 0
         for trajectory in finished:
-            waiting[trajectory.metadata["episode_index"]] = trajectory
+            index = EpisodeStats.from_metadata(trajectory.metadata).episode_index
+            assert index is not None, "the episode driver writes every trajectory's episode_index"
+            waiting[index] = trajectory
             while next_index in waiting:
                 yield waiting.pop(next_index)
                 next_index += 1
@@ -151,8 +157,11 @@ class RolloutEngine:
 
     # ------------------------------------------------------------------- the loop
     def _stream(self, episodes: Iterable[EpisodeSpec]) -> Iterator[Trajectory]:
+        """Each episode leaves ``live`` (or ``ending``) before it is finished and yielded, so that one
+        the consumer never took (a stream closed early) is ended and closed here, once."""
         pending = enumerate(episodes)
         live: list[EpisodeDriver] = []
+        ending: list[EpisodeDriver] = []
         exhausted = False
         started = time.perf_counter()
         try:
@@ -162,24 +171,21 @@ class RolloutEngine:
                     batch = list(itertools.islice(pending, wanted))
                     exhausted = len(batch) < wanted
                     for episode in self._open(batch):
-                        if episode.done:
-                            yield self._finish(episode)
-                        else:
-                            live.append(episode)
+                        (ending if episode.done else live).append(episode)
+                    while ending:
+                        yield self._finish(ending.pop(0))
                 if not live:
                     break
                 self._turn(live)
-                still: list[EpisodeDriver] = []
-                for episode in live:
-                    if episode.done:
-                        yield self._finish(episode)
-                    else:
-                        still.append(episode)
-                live = still
+                ending = [episode for episode in live if episode.done]
+                live = [episode for episode in live if not episode.done]
+                while ending:
+                    yield self._finish(ending.pop(0))
         finally:
-            self._end_episodes(live)
-            for episode in live:
-                episode.close()
+            left = ending + live
+            self._end_episodes(left)
+            for episode in left:
+                run_detached(episode.close_call())
             self.timings.wall_s += time.perf_counter() - started
 
     # ------------------------------------------------------------- episode start
@@ -192,58 +198,57 @@ class RolloutEngine:
         """Start a batch of episodes, their envs made and reset concurrently on the pool."""
         drivers = [EpisodeDriver(spec, self.settings, order=index, end_tokens=self.end_tokens,
                                  stop_strings=bool(self.sampling.stop)) for index, spec in batch]
-        calls = [driver.submit_open(self._pool, self._tools_for) for driver in drivers]
-        for driver, call in zip(drivers, calls, strict=True):
-            driver.start(self._pool.wait(call, self.settings.env_timeout_s))
+        outcomes = self._pool.run_calls([driver.open_call(self._tools_for) for driver in drivers])
+        for driver, outcome in zip(drivers, outcomes, strict=True):
+            driver.start(outcome)
         return drivers
 
     # ------------------------------------------------------------------ one turn
     def _turn(self, live: list[EpisodeDriver]) -> None:
-        if self._needs_oracle:
-            self._ask_oracles(live)
+        oracles = self._ask_oracles(live) if self._needs_oracle else {}
         active = [episode for episode in live if not episode.done]
         if not active:
             return
         chats = [episode.chat() for episode in active]
-        outputs = self._generate(active, chats)
+        outputs = self._generate(active, chats, oracles)
         if outputs is None:
             return
-        jobs: list[tuple[EpisodeDriver, TurnCalls]] = []
+        requests: list[tuple[EpisodeDriver, tuple[Call, ...]]] = []
         for position, (episode, chat) in enumerate(zip(active, chats, strict=True)):
             generation = _pick(outputs, position)
             if isinstance(generation, str):
                 episode.fail(generation, "model_error")
                 continue
-            try:
-                jobs.append((episode, episode.respond(self._pool, chat, generation)))
-            except Exception as exc:  # noqa: BLE001 - one bad output fails its own episode, not the batch
-                episode.fail(f"handling the model's response raised {type(exc).__name__}: {exc}", "model_error")
-        for episode, calls in jobs:  # every episode's calls were submitted first: wait in that order
-            steps, tools = episode.settle(calls, self._pool)
-            self.timings.env_steps += steps
-            self.timings.tool_calls += tools
-        resets = [episode for episode in active if episode.needs_reset and not episode.done]
-        reset_calls = [(episode, episode.submit_reset(self._pool)) for episode in resets]
-        for episode, call in reset_calls:
-            episode.settle_reset(call, self._pool)
-        for episode in active:
-            episode.check_budgets()
+            calls = episode.respond(chat, generation)
+            self.timings.env_steps += sum(1 for call in calls if call.kind is CallKind.STEP)
+            self.timings.tool_calls += episode.tool_calls_asked
+            if calls:
+                requests.append((episode, calls))
+        self._run_rounds(requests)
 
-    def _ask_oracles(self, live: list[EpisodeDriver]) -> None:
-        seed = self.sampling.seed
-        calls = [(episode, self._pool.submit(self._env_reply, episode.env, episode.turn_key(seed)))
-                 for episode in live if not episode.done]
-        for episode, call in calls:
-            outcome = self._pool.wait(call, self.settings.env_timeout_s)
-            if outcome.ok:
-                episode.oracle = outcome.value
-            else:
-                episode.env_failed(outcome, self._env_reply_name)
+    def _run_rounds(self, requests: list[tuple[EpisodeDriver, tuple[Call, ...]]]) -> None:
+        """Each round, every episode's calls are submitted before any is waited on, then waited on in
+        submission order (see :class:`CallPool`); what they lead to (an observe, a reset) is the next
+        round."""
+        while requests:
+            submitted = [(episode, calls, self._pool.submit_calls(calls)) for episode, calls in requests]
+            requests = []
+            for episode, calls, pending in submitted:
+                more = episode.settle(self._pool.wait_calls(calls, pending))
+                if more:
+                    requests.append((episode, more))
 
-    def _generate(self, active: list[EpisodeDriver], chats: list[Chat]) -> Any:
+    def _ask_oracles(self, live: list[EpisodeDriver]) -> dict[str, str | None]:
+        """This turn's env-drawn reply of each live episode, by episode key (a failure ends its episode)."""
+        asking = [episode for episode in live if not episode.done]
+        calls = [episode.oracle_call(self._env_reply, self.sampling.seed, self._env_reply_name) for episode in asking]
+        outcomes = self._pool.run_calls(calls)
+        return {episode.key: episode.oracle_reply(outcome) for episode, outcome in zip(asking, outcomes, strict=True)}
+
+    def _generate(self, active: list[EpisodeDriver], chats: list[Chat], oracles: dict[str, str | None]) -> Any:
         kwargs: dict[str, Any] = {}
         if self._needs_oracle:
-            kwargs["oracle_responses"] = [episode.oracle for episode in active]
+            kwargs["oracle_responses"] = [oracles.get(episode.key) for episode in active]
         if self._keeps_episodes:
             kwargs["episode_keys"] = [episode.key for episode in active]
         started = time.perf_counter()
@@ -289,18 +294,18 @@ class RolloutEngine:
     def _finish(self, episode: EpisodeDriver) -> Trajectory:
         self.timings.episodes += 1
         self._end_episodes([episode])
-        return episode.finish()
+        trajectory = episode.finish()
+        run_detached(episode.close_call())
+        return trajectory
 
     def _end_episodes(self, episodes: Sequence[EpisodeDriver]) -> None:
-        """Tell a backend that keeps per-episode state that these episodes are over.  Its failure
-        to free them is a warning, never the run's end (the state is only a cache)."""
-        ending = [episode for episode in episodes if not episode.key_ended]
-        if not self._keeps_episodes or not ending:
+        """Tell a backend that keeps per-episode state that these episodes are over (each episode
+        once: ``_stream`` hands each here once).  Its failure to free them is a warning, never the
+        run's end (the state is only a cache)."""
+        if not self._keeps_episodes or not episodes:
             return
-        for episode in ending:
-            episode.key_ended = True
         try:
-            self.backend.end_episodes([episode.key for episode in ending])  # type: ignore[attr-defined]
+            self.backend.end_episodes([episode.key for episode in episodes])  # type: ignore[attr-defined]
         except Exception as exc:  # noqa: BLE001 - freeing a cache must not fail episodes
             warnings.warn(f"the model backend's end_episodes raised {type(exc).__name__}: {exc}", stacklevel=2)
 

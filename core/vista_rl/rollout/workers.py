@@ -4,38 +4,26 @@ Why not ``concurrent.futures.ThreadPoolExecutor``: a call that hangs forever kee
 busy, and the executor joins its threads at interpreter exit, so one hung env would hang the whole
 program.  Here threads are daemons, a call that runs past its timeout is written off (its thread is
 replaced so the pool keeps its capacity), and the caller gets a :class:`CallOutcome` either way.
+
+The episode driver's calls (:class:`~vista_rl.rollout.calls.Call`) run here: :meth:`CallPool.run_calls`
+from a thread, :meth:`CallPool.run_calls_async` from asyncio (the caller's event loop is woken by the
+worker; no executor thread waits on its behalf), and :func:`run_detached` for an ``env.close()`` that
+nobody waits on.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import queue
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from vista_rl.rollout.calls import Call, CallOutcome
 
-@dataclass
-class CallOutcome:
-    """How one call ended: a value, an exception, or a timeout (then ``value`` is ``None``)."""
-
-    value: Any = None
-    error: BaseException | None = None
-    timed_out: bool = False
-    seconds: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and not self.timed_out
-
-    def describe(self, what: str, timeout: float) -> str:
-        """A one-line reason for a trajectory's ``failure`` field."""
-        if self.timed_out:
-            return f"{what} timed out after {timeout:g}s"
-        if self.error is not None:
-            return f"{what} raised {type(self.error).__name__}: {self.error}"
-        return f"{what} succeeded"
+__all__ = ["CallOutcome", "CallPool", "PendingCall", "run_detached"]
 
 
 class PendingCall:
@@ -50,12 +38,26 @@ class PendingCall:
         self._value: Any = None
         self._error: BaseException | None = None
         self._seconds = 0.0
+        self._listeners: list[Callable[[], object]] = []
         self.abandoned = False
+
+    def add_listener(self, listener: Callable[[], object]) -> None:
+        """Call ``listener`` (from the worker thread) when the call starts and when it finishes."""
+        with self._cond:
+            self._listeners.append(listener)
+
+    def _notify(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+            listeners = list(self._listeners)
+        for listener in listeners:
+            with contextlib.suppress(Exception):  # e.g. a waiter's event loop closed: never kill a worker
+                listener()
 
     def run(self) -> None:
         with self._cond:
             self._started = time.monotonic()
-            self._cond.notify_all()
+        self._notify()
         value: Any = None
         error: BaseException | None = None
         try:
@@ -65,20 +67,42 @@ class PendingCall:
         with self._cond:
             self._value, self._error, self._finished = value, error, True
             self._seconds = time.monotonic() - (self._started or time.monotonic())
-            self._cond.notify_all()
+        self._notify()
+
+    def poll(self, timeout: float) -> tuple[CallOutcome | None, float | None]:
+        """The outcome if the call finished or has run ``timeout`` seconds; else ``None`` and how long
+        it may still run (``None``: not started yet, so its clock has not begun)."""
+        with self._cond:
+            if self._finished:
+                return CallOutcome(self._value, self._error, False, self._seconds), 0.0
+            if self._started is None:
+                return None, None
+            remaining = self._started + timeout - time.monotonic()
+            if remaining <= 0:
+                return CallOutcome(timed_out=True, seconds=time.monotonic() - self._started), 0.0
+            return None, remaining
 
     def outcome(self, timeout: float) -> CallOutcome:
         """Wait until the call finishes or has run ``timeout`` seconds."""
         with self._cond:
-            while not self._finished:
-                if self._started is None:
-                    self._cond.wait()
-                    continue
-                remaining = self._started + timeout - time.monotonic()
-                if remaining <= 0:
-                    return CallOutcome(timed_out=True, seconds=time.monotonic() - self._started)
+            while True:
+                outcome, remaining = self.poll(timeout)
+                if outcome is not None:
+                    return outcome
                 self._cond.wait(remaining)
-            return CallOutcome(self._value, self._error, False, self._seconds)
+
+    async def outcome_async(self, timeout: float) -> CallOutcome:
+        """:meth:`outcome` for a coroutine: the worker wakes the running event loop (no thread waits)."""
+        loop = asyncio.get_running_loop()
+        changed = asyncio.Event()
+        self.add_listener(lambda: loop.call_soon_threadsafe(changed.set))
+        while True:
+            changed.clear()  # before polling: a change after the poll sets it again
+            outcome, remaining = self.poll(timeout)
+            if outcome is not None:
+                return outcome
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(changed.wait(), remaining)
 
 
 class CallPool:
@@ -125,7 +149,13 @@ class CallPool:
 
     def wait(self, call: PendingCall, timeout: float) -> CallOutcome:
         """The call's outcome; a timed-out call's thread is replaced so capacity stays the same."""
-        outcome = call.outcome(timeout)
+        return self._written_off(call, call.outcome(timeout))
+
+    async def wait_async(self, call: PendingCall, timeout: float) -> CallOutcome:
+        """:meth:`wait` for a coroutine."""
+        return self._written_off(call, await call.outcome_async(timeout))
+
+    def _written_off(self, call: PendingCall, outcome: CallOutcome) -> CallOutcome:
         if outcome.timed_out and not call.abandoned:
             call.abandoned = True
             self._spawn()
@@ -133,6 +163,25 @@ class CallPool:
 
     def run(self, fn: Callable[..., Any], *args: Any, timeout: float) -> CallOutcome:
         return self.wait(self.submit(fn, *args), timeout)
+
+    def submit_calls(self, calls: Sequence[Call]) -> list[PendingCall]:
+        """Submit an episode's calls (wait on them with :meth:`wait_calls`)."""
+        for call in calls:
+            _timeout(call)  # refuse a call nobody could wait on before anything runs
+        return [self.submit(call.fn, *call.args) for call in calls]
+
+    def wait_calls(self, calls: Sequence[Call], pending: Sequence[PendingCall]) -> list[CallOutcome]:
+        """The outcomes of :meth:`submit_calls`, waited on in order, each with its call's timeout."""
+        return [self.wait(job, _timeout(call)) for call, job in zip(calls, pending, strict=True)]
+
+    def run_calls(self, calls: Sequence[Call]) -> list[CallOutcome]:
+        """Run calls concurrently: all submitted, then waited on in order."""
+        return self.wait_calls(calls, self.submit_calls(calls))
+
+    async def run_calls_async(self, calls: Sequence[Call]) -> list[CallOutcome]:
+        """:meth:`run_calls`, awaited on the running event loop."""
+        pending = self.submit_calls(calls)
+        return [await self.wait_async(job, _timeout(call)) for call, job in zip(calls, pending, strict=True)]
 
     def close(self) -> None:
         """Stop idle workers; hung ones are daemons and die with the process."""
@@ -143,3 +192,21 @@ class CallPool:
             count = self._alive
         for _ in range(count):
             self._queue.put(None)
+
+
+def _timeout(call: Call) -> float:
+    if call.timeout_s is None:
+        raise ValueError(f"{call.label}: a call without a timeout is not waited on (see run_detached)")
+    return call.timeout_s
+
+
+def run_detached(call: Call | None) -> None:
+    """Start ``call`` on its own daemon thread and never wait on it (``env.close()`` of a misbehaving
+    env may hang too); whatever it raises is dropped, the episode being recorded already."""
+    if call is not None:
+        threading.Thread(target=_quietly, args=(call,), name=f"vista-{call.kind.value}", daemon=True).start()
+
+
+def _quietly(call: Call) -> None:
+    with contextlib.suppress(Exception):
+        call.fn(*call.args)

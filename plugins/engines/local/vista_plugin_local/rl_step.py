@@ -37,7 +37,7 @@ from vista_plugin_local.samples import SampleBatch, TrainSample, training_sample
 from vista_plugin_local.step_metrics import RolloutMetrics, StepMetrics
 from vista_rl import SamplingParams, Trajectory
 from vista_rl.config import RunConfig
-from vista_rl.rollout import episode_specs
+from vista_rl.rollout import EpisodeStats, episode_specs
 from vista_rl.step_seeds import step_seeds  # the rule every engine shares
 
 #: Episodes left out of an update (env/tool/model failure), one JSON line each with the reason.
@@ -89,7 +89,7 @@ class RLStep:
         t_rollout = time.perf_counter() - started
         self._record_dropped(batch.dropped, step + 1)
         episodes = batch.samples
-        generated = sum(int(t.metadata.get("generated_tokens", 0)) for t in trajectories)
+        generated = sum(EpisodeStats.from_metadata(t.metadata).generated_tokens for t in trajectories)
         done = rollout_metrics(trajectories, episodes)
         lr = self.optimization.lr  # the rate this step's update starts with
         if not episodes:
@@ -139,7 +139,8 @@ class RLStep:
             append_jsonl(self.run_dir / FAILURES_FILE, {
                 "stage": "rl", "step": step, "env_id": trajectory.env_id, "seed": trajectory.seed,
                 "sample_index": trajectory.sample_index, "reason": reason,
-                "stop_reason": trajectory.metadata.get("stop_reason"), "turns": trajectory.num_turns})
+                "stop_reason": EpisodeStats.from_metadata(trajectory.metadata).stop_reason,
+                "turns": trajectory.num_turns})
         if dropped:
             self.console.print(f"[yellow]RL step {step}: {len(dropped)} episode(s) left out of "
                                f"the update ({dropped[0][1]}; all in {FAILURES_FILE})[/yellow]")
@@ -149,14 +150,15 @@ def rollout_metrics(trajectories: list[Trajectory], episodes: list[TrainSample])
     """What the rollout did: reward, success, turns, tool calls, errors, episodes cut off by a limit the
     env did not choose, and what went to training."""
     rewards = [trajectory.total_reward for trajectory in trajectories]
+    stats = [EpisodeStats.from_metadata(trajectory.metadata) for trajectory in trajectories]
     return {
         "reward_mean": float(np.mean(rewards)), "reward_std": float(np.std(rewards)),
         "success_rate": float(np.mean([trajectory.success for trajectory in trajectories])),
         "turns_mean": float(np.mean([trajectory.num_turns for trajectory in trajectories])),
-        "tool_calls_mean": float(np.mean([int(t.metadata.get("tool_calls", 0)) for t in trajectories])),
+        "tool_calls_mean": float(np.mean([episode.tool_calls for episode in stats])),
         "env_errors": sum(1 for trajectory in trajectories if trajectory.failure),
         # ended by a limit the env did not choose (rollout.max_turns below its turn_limit(), a token budget)
-        "cut_off_episodes": sum(1 for trajectory in trajectories if trajectory.metadata.get("cut_off") is True),
+        "cut_off_episodes": sum(1 for episode in stats if episode.cut_off),
         "trained_episodes": len({id(episode.trajectory) for episode in episodes}),
         "trained_sequences": len(episodes),
     }

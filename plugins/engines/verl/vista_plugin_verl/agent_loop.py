@@ -33,15 +33,16 @@ out: its rows carry ``vista_failure`` and an all-zero ``response_mask`` (no toke
 Each reply is capped at ``rollout.sampling.max_tokens`` (and the episode's remaining response budget)
 and stopped at ``rollout.sampling.stop``: both go into every generate call's sampling params.
 
-Env and tool calls run on a per-process :class:`~vista_rl.rollout.workers.CallPool` (with the run's
-timeouts), waited on from an executor thread so a slow env never blocks the event loop serving
-other samples; an env that raises or hangs ends its episode with the reason in ``vista_failure``.
+The driver does no I/O: it returns the env and tool calls it needs as data, and this loop runs them
+on a per-process :class:`~vista_rl.rollout.workers.CallPool` (with the run's timeouts) and awaits
+them on the event loop itself (:meth:`CallPool.run_calls_async`: the worker wakes the loop, no thread
+waits), so a slow env never blocks the other samples; an env that raises or hangs ends its episode
+with the reason in ``vista_failure``.
 Replies are decoded keeping special tokens (``<answer>`` may be one), dropping only end/pad tokens.
 """
 
 from __future__ import annotations
 
-import asyncio
 import enum
 import hashlib
 import json
@@ -61,7 +62,16 @@ from vista_plugin_verl.agent_loop_name import AGENT_NAME
 from vista_plugin_verl.dataset import rollout_from_row
 from vista_rl import Chat, Env, Generation, Message, Tool, Trajectory
 from vista_rl.config import RolloutSection
-from vista_rl.rollout import CallPool, EpisodeDriver, EpisodeSpec, make_env_tools
+from vista_rl.rollout import (
+    Call,
+    CallOutcome,
+    CallPool,
+    EpisodeDriver,
+    EpisodeSpec,
+    EpisodeStats,
+    make_env_tools,
+    run_detached,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -216,8 +226,9 @@ class VistaAgentLoop(AgentLoopBase):
 
         return tools_for
 
-    async def _in_thread(self, fn: Any, *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(None, fn, *args)
+    async def _run(self, calls: tuple[Call, ...]) -> list[CallOutcome]:
+        """The driver's calls on the process's pool, awaited here (each with its own timeout)."""
+        return await self.pool().run_calls_async(calls)
 
     # ------------------------------------------------------------------------ run
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput | list[AgentLoopOutput]:
@@ -238,7 +249,8 @@ class VistaAgentLoop(AgentLoopBase):
                 else:
                     phase = await self._processing(state)
         finally:
-            self.last_trajectory = await self._in_thread(state.driver.finish)
+            self.last_trajectory = state.driver.finish()
+            run_detached(state.driver.close_call())
             record_episode(self.last_trajectory, state.server_fields, str(extra.get("split", "")))
         if state.per_turn:
             return turn_outputs(state, self.last_trajectory, self.response_length)
@@ -247,7 +259,8 @@ class VistaAgentLoop(AgentLoopBase):
     async def _pending(self, state: LoopState, settings: RolloutSection) -> Phase:
         """Start the env (timeout: ``env_timeout_s``) and build the first prompt's tokens."""
         driver = state.driver
-        await self._in_thread(driver.open, self.pool(), self._tools_factory(settings))
+        (opened,) = await self._run((driver.open_call(self._tools_factory(settings)),))
+        driver.start(opened)
         if driver.done:  # nothing to train on: verl needs a prompt, so the sample fails loudly
             raise RuntimeError(driver.trajectory.failure or f"env {driver.spec.env_id} did not start")
         state.chat = driver.chat()
@@ -300,8 +313,10 @@ class VistaAgentLoop(AgentLoopBase):
         driver, generation = state.driver, state.generation
         assert generation is not None
         started = time.perf_counter()
-        _steps, tool_calls = await self._in_thread(driver.turn, self.pool(), state.chat, generation)
-        if tool_calls:
+        calls = driver.respond(state.chat, generation)
+        while calls:  # the reply's step or tool calls, then what they lead to (an observe, a reset)
+            calls = driver.settle(await self._run(calls))
+        if driver.tool_calls_asked:
             state.metrics["tool_calls"] += time.perf_counter() - started
         if driver.done:
             return Phase.TERMINATED
@@ -367,12 +382,12 @@ def record_episode(trajectory: Trajectory, server_fields: dict[str, Any], split:
     path = os.environ.get(EPISODES_ENV)
     if not path:
         return
-    metadata = trajectory.metadata
+    stats = EpisodeStats.from_metadata(trajectory.metadata)
     line = json.dumps({
         "split": split, "global_steps": server_fields.get("global_steps"), "env_id": trajectory.env_id,
         "seed": trajectory.seed, "reward": float(sum(turn.reward for turn in trajectory.turns)),
         "success": bool(trajectory.success), "turns": len(trajectory.turns), "failure": trajectory.failure,
-        "stop_reason": str(metadata.get("stop_reason", ""))}) + "\n"
+        "stop_reason": stats.stop_reason or ""}) + "\n"
     try:
         descriptor = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
@@ -385,15 +400,15 @@ def record_episode(trajectory: Trajectory, server_fields: dict[str, Any], split:
 
 def episode_fields(trajectory: Trajectory) -> dict[str, Any]:
     """What every row of an episode says about it (verl's batch columns, ``extra_fields``)."""
-    metadata = trajectory.metadata
+    stats = EpisodeStats.from_metadata(trajectory.metadata)
     return {
         "vista_env_id": trajectory.env_id,
         "vista_seed": trajectory.seed,
         "vista_success": bool(trajectory.success),
-        "vista_tool_calls": int(metadata.get("tool_calls", 0)),
+        "vista_tool_calls": stats.tool_calls,
         "vista_failure": trajectory.failure,
-        "vista_stop_reason": str(metadata.get("stop_reason", "")),
-        "vista_attempts": int(metadata.get("attempts", 1)),
+        "vista_stop_reason": stats.stop_reason or "",
+        "vista_attempts": stats.attempts,
         "reward_extra_info": {},  # verl's v1 worker copies the final row's into the others (agent_loop_tq.py:175)
     }
 
