@@ -15,7 +15,7 @@
 # (plugins/engines/verl/README.md, "What the verl engine refuses"), applied to BOTH stages so that SFT and RL
 # train the same policy: whole conversations (rollout.window_size: null) instead of one sequence per
 # turn with the current map only, the map rendered at 28x28 by the env (env.config.tile_size: 7)
-# instead of resized by the local engine (engine_config.local.image_size), and, while verl's agent loop
+# instead of resized by the episode driver (rollout.image_size), and, while verl's agent loop
 # does not cap a reply (config.loop_applies_sampling), rollout.sampling.max_tokens at the episode's
 # token budget.  So this is the nearest config verl trains exactly, not the CPU main job itself.
 #
@@ -60,7 +60,7 @@ from vista_rl_sdk.tiny_models import init_tiny_model
 print(f"tiny model: {init_tiny_model(sys.argv[1], seed=0, min_pixels=28 * 28)}")
 PY
 
-CHANGES=(--set rollout.window_size=null --set engine_config.local.image_size=null --set env.config.tile_size=7)
+CHANGES=(--set rollout.window_size=null --set rollout.image_size=null --set env.config.tile_size=7)
 if [[ "$("$VERL_PY" -c 'from vista_plugin_verl.config import loop_applies_sampling as f; print(f())')" != True ]]; then
   CHANGES+=(--set "rollout.sampling.max_tokens=$RESPONSE_LEN")
 fi
