@@ -52,7 +52,8 @@ def test_every_plugin_folder_is_drawn_with_what_it_registers() -> None:
     assert by_name["sokoban"].hooks == ("register_envs",)
     assert "vista-plugin-gamekit" in by_name["sokoban"].depends_on
     assert by_name["verl"].other_groups == ("verl.plugins",)
-    assert {"rollout", "config"} <= set(by_name["local"].core_imports)
+    # Guards the import scan: the engines drive episodes through the core's rollout package.
+    assert all("rollout" in by_name[engine].core_imports for engine in ("local", "verl"))
     kits = [plugin for plugin in architecture.plugins if plugin.kind == "kits"]
     assert kits and all(not kit.hooks and not kit.other_groups for kit in kits)
     builtin = next(part for part in architecture.core if part.name == "builtin")
