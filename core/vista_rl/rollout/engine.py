@@ -87,8 +87,9 @@ class RolloutEngine:
     """Runs episodes against a model backend.  Thread-safe for one caller at a time.
 
     ``settings`` is the run config's ``rollout`` section; ``seed`` (the run seed) goes into the
-    sampling parameters; ``tools`` adds tools by name on top of those each env declares.  A trainer
-    may replace ``engine.sampling`` between calls (e.g. a new seed per step) and reuse the engine.
+    sampling parameters (``engine.sampling``, the default of every call); ``tools`` adds tools by name
+    on top of those each env declares.  A trainer passes each call its own ``sampling`` (e.g. a new
+    seed per step) and reuses the engine; nothing a call samples with outlives the call.
 
     A backend with ``needs_oracle`` gets, beside each chat, a reply drawn from that episode's env
     (``oracle_responses``): its ``env_reply(env, TurnKey)`` when it has one (``scripted:random``), else
@@ -124,15 +125,17 @@ class RolloutEngine:
         self._keeps_episodes = isinstance(backend, EpisodeStateBackend)
 
     # ---------------------------------------------------------------- public API
-    def run(self, episodes: Iterable[EpisodeSpec]) -> list[Trajectory]:
+    def run(self, episodes: Iterable[EpisodeSpec], sampling: SamplingParams | None = None) -> list[Trajectory]:
         """Every trajectory, in the order of ``episodes`` (holds them all: prefer :meth:`stream`
-        for long runs)."""
-        return list(self.stream(episodes, ordered=True))
+        for long runs), sampled with ``sampling`` (default: ``engine.sampling``)."""
+        return list(self.stream(episodes, ordered=True, sampling=sampling))
 
-    def stream(self, episodes: Iterable[EpisodeSpec], ordered: bool = False) -> Iterator[Trajectory]:
+    def stream(self, episodes: Iterable[EpisodeSpec], ordered: bool = False,
+               sampling: SamplingParams | None = None) -> Iterator[Trajectory]:
         """Yield trajectories as episodes finish (or in input order with ``ordered=True``, which
-        holds finished ones until their predecessors are done)."""
-        finished = self._stream(episodes)
+        holds finished ones until their predecessors are done), sampled with ``sampling`` (default:
+        ``engine.sampling``)."""
+        finished = self._stream(episodes, sampling or self.sampling)
         if not ordered:
             yield from finished
             return
@@ -156,7 +159,7 @@ class RolloutEngine:
         self.close()
 
     # ------------------------------------------------------------------- the loop
-    def _stream(self, episodes: Iterable[EpisodeSpec]) -> Iterator[Trajectory]:
+    def _stream(self, episodes: Iterable[EpisodeSpec], sampling: SamplingParams) -> Iterator[Trajectory]:
         """Each episode leaves ``live`` (or ``ending``) before it is finished and yielded, so that one
         the consumer never took (a stream closed early) is ended and closed here, once."""
         pending = enumerate(episodes)
@@ -170,13 +173,13 @@ class RolloutEngine:
                     wanted = self.settings.batch_size - len(live)
                     batch = list(itertools.islice(pending, wanted))
                     exhausted = len(batch) < wanted
-                    for episode in self._open(batch):
+                    for episode in self._open(batch, sampling):
                         (ending if episode.done else live).append(episode)
                     while ending:
                         yield self._finish(ending.pop(0))
                 if not live:
                     break
-                self._turn(live)
+                self._turn(live, sampling)
                 ending = [episode for episode in live if episode.done]
                 live = [episode for episode in live if not episode.done]
                 while ending:
@@ -194,23 +197,23 @@ class RolloutEngine:
         tools.update(self.extra_tools)
         return tools
 
-    def _open(self, batch: Sequence[tuple[int, EpisodeSpec]]) -> list[EpisodeDriver]:
+    def _open(self, batch: Sequence[tuple[int, EpisodeSpec]], sampling: SamplingParams) -> list[EpisodeDriver]:
         """Start a batch of episodes, their envs made and reset concurrently on the pool."""
         drivers = [EpisodeDriver(spec, self.settings, order=index, end_tokens=self.end_tokens,
-                                 stop_strings=bool(self.sampling.stop)) for index, spec in batch]
+                                 stop_strings=bool(sampling.stop)) for index, spec in batch]
         outcomes = self._pool.run_calls([driver.open_call(self._tools_for) for driver in drivers])
         for driver, outcome in zip(drivers, outcomes, strict=True):
             driver.start(outcome)
         return drivers
 
     # ------------------------------------------------------------------ one turn
-    def _turn(self, live: list[EpisodeDriver]) -> None:
-        oracles = self._ask_oracles(live) if self._needs_oracle else {}
+    def _turn(self, live: list[EpisodeDriver], sampling: SamplingParams) -> None:
+        oracles = self._ask_oracles(live, sampling.seed) if self._needs_oracle else {}
         active = [episode for episode in live if not episode.done]
         if not active:
             return
         chats = [episode.chat() for episode in active]
-        outputs = self._generate(active, chats, oracles)
+        outputs = self._generate(active, chats, oracles, sampling)
         if outputs is None:
             return
         requests: list[tuple[EpisodeDriver, tuple[Call, ...]]] = []
@@ -238,14 +241,15 @@ class RolloutEngine:
                 if more:
                     requests.append((episode, more))
 
-    def _ask_oracles(self, live: list[EpisodeDriver]) -> dict[str, str | None]:
+    def _ask_oracles(self, live: list[EpisodeDriver], seed: int | None) -> dict[str, str | None]:
         """This turn's env-drawn reply of each live episode, by episode key (a failure ends its episode)."""
         asking = [episode for episode in live if not episode.done]
-        calls = [episode.oracle_call(self._env_reply, self.sampling.seed, self._env_reply_name) for episode in asking]
+        calls = [episode.oracle_call(self._env_reply, seed, self._env_reply_name) for episode in asking]
         outcomes = self._pool.run_calls(calls)
         return {episode.key: episode.oracle_reply(outcome) for episode, outcome in zip(asking, outcomes, strict=True)}
 
-    def _generate(self, active: list[EpisodeDriver], chats: list[Chat], oracles: dict[str, str | None]) -> Any:
+    def _generate(self, active: list[EpisodeDriver], chats: list[Chat], oracles: dict[str, str | None],
+                  sampling: SamplingParams) -> Any:
         kwargs: dict[str, Any] = {}
         if self._needs_oracle:
             kwargs["oracle_responses"] = [oracles.get(episode.key) for episode in active]
@@ -255,9 +259,9 @@ class RolloutEngine:
         framework_before = _backend_framework_s(self.backend)
         outputs: list[Any] | None
         try:
-            outputs = self.backend.generate(chats, self.sampling, **kwargs)
+            outputs = self.backend.generate(chats, sampling, **kwargs)
         except Exception as exc:  # noqa: BLE001 - a backend failure ends this turn's episodes, not the run
-            outputs = self._generate_each(chats, kwargs, exc)
+            outputs = self._generate_each(chats, kwargs, exc, sampling)
             if outputs is None:
                 reason = f"model backend raised {type(exc).__name__}: {exc}"
                 for episode in active:
@@ -272,7 +276,8 @@ class RolloutEngine:
         self.timings.model_turns += len(active)
         return outputs
 
-    def _generate_each(self, chats: list[Chat], kwargs: dict[str, Any], error: Exception) -> list[Any] | None:
+    def _generate_each(self, chats: list[Chat], kwargs: dict[str, Any], error: Exception,
+                       sampling: SamplingParams) -> list[Any] | None:
         """After a failed batched call: one chat at a time, so that one bad chat (a prompt the
         server rejects) fails alone.  If the first chat alone fails the same way, the backend itself
         is down: ``None``, and the whole turn fails without calling it once per chat."""
@@ -282,7 +287,7 @@ class RolloutEngine:
         for index, chat in enumerate(chats):
             single = {key: [value[index]] for key, value in kwargs.items()}
             try:
-                result = self.backend.generate([chat], self.sampling, **single)
+                result = self.backend.generate([chat], sampling, **single)
                 outputs.append(result[0])
             except Exception as exc:  # noqa: BLE001 - recorded on this chat's episode
                 if index == 0 and type(exc) is type(error) and str(exc) == str(error):

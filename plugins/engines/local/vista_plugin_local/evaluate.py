@@ -47,8 +47,7 @@ def evaluate(engine: RolloutEngine, specs: list[EpisodeSpec], sampling: Sampling
     counts as not solved and is counted in ``failed``."""
     with torch.random.fork_rng(devices=_cuda_devices()):
         torch.manual_seed(seed)
-        engine.sampling = sampling
-        trajectories = engine.run(specs)
+        trajectories = engine.run(specs, sampling=sampling)
     successes = sum(1 for trajectory in trajectories if trajectory.success)
     failed = sum(1 for trajectory in trajectories if trajectory.failure)
     cut_off = sum(1 for trajectory in trajectories if trajectory.metadata.get("cut_off") is True)

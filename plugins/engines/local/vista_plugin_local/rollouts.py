@@ -39,13 +39,9 @@ class TrainingRollouts:
         return cls(backend, engine, held_out)
 
     def sample(self, episodes: list[EpisodeSpec], sampling: SamplingParams) -> list[Trajectory]:
-        """Every episode's trajectory, in order, sampled with ``sampling``.
-
-        ``RolloutEngine`` reads its sampling from an attribute a trainer may replace between calls
-        (its documented contract); this is the one place the local engine does so, right before
-        each call, so what a step samples with is its argument, never what an earlier call left."""
-        self.engine.sampling = sampling
-        return self.engine.run(episodes)
+        """Every episode's trajectory, in order, sampled with ``sampling`` (this call's alone: the
+        engine keeps no sampling settings between calls)."""
+        return self.engine.run(episodes, sampling=sampling)
 
     def close(self) -> None:
         """Both engines, the second even if closing the first raised."""
