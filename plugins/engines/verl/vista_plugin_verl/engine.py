@@ -10,10 +10,11 @@ the command and the full composed config without writing or launching anything;
 from __future__ import annotations
 
 import importlib.util
+import os
 import shlex
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +69,8 @@ class VerlEngine:
         sft_train = (sft.sft_dir(self.run_dir) / "data" / "train.parquet").resolve()
         sft_overrides = sft.overrides(run, self.cfg, sft_train, flash_attn=flash_attn)
         gpus = self.cfg.cluster.n_gpus_per_node
-        out.append(Stage("sft", "sft", sft.command(self.cfg.python or sys.executable, gpus, sft_overrides)))
+        out.append(Stage("sft", "sft", sft.command(self.cfg.python or sys.executable, gpus, sft_overrides),
+                         env=sft.tracking_env(run)))
         # checked before the SFT model exists: verl's loader reads the model, so the base model stands in
         check = compose_overrides(run, self.cfg, train, val, flash_attn=flash_attn, model_path=run.model.path)
         return [*out, Stage("rl", "ppo", self._command(rl), check=check)]
@@ -92,7 +94,7 @@ class VerlEngine:
             warnings.append(f"sft.steps: verl's SFT trainer runs on this node's {self.cfg.cluster.n_gpus_per_node} "
                             "GPUs (torchrun --standalone); RL then uses every node")
         stages = self.stages(flash_attn)
-        details = "\n".join(f"# {stage.name}: {shlex.join(stage.command)}" for stage in stages)
+        details = "\n".join(f"# {stage.name}: {stage.shell()}" for stage in stages)
         if importlib.util.find_spec("verl") is None:
             warnings.append("verl is not installed here, so verl's own loader did not check the composed config "
                             "(install vista-plugin-verl[verl], or run scripts/test.d/verl.sh, to check it)")
@@ -152,13 +154,13 @@ class VerlEngine:
             raise ConfigError(missing)
         (self.run_dir / "verl_config.yaml").write_text(OmegaConf.to_yaml(rl.config), encoding="utf-8")
         (self.run_dir / "verl_command.sh").write_text(
-            "".join(f"# {stage.name}\n{shlex.join(stage.command)}\n" for stage in stages), encoding="utf-8")
+            "".join(f"# {stage.name}\n{stage.shell()}\n" for stage in stages), encoding="utf-8")
         (self.run_dir / "config.yaml").write_text(
             yaml.safe_dump(self.run_config.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
         summary: dict[str, Any] = {"engine": ENGINE_ID, "run_dir": str(self.run_dir), "env": self.run_config.env.id,
                                    "stages": [stage.name for stage in stages], "command": rl.command}
         for stage in stages:
-            completed = subprocess.run(stage.command, check=False)
+            completed = subprocess.run(stage.command, check=False, env={**os.environ, **stage.env})
             summary[f"returncode_{stage.name}"] = completed.returncode
             if completed.returncode != 0:
                 raise VistaError(f"verl's {stage.name} stage exited with {completed.returncode}; see its log above "
@@ -182,6 +184,13 @@ class Stage:
     #: the overrides verl's loader checks before the stage can run, where they differ (a model that
     #: an earlier stage makes)
     check: list[str] | None = None
+    #: environment variables the stage's processes need on top of this one's (verl's tracker settings)
+    env: dict[str, str] = field(default_factory=dict)
+
+    def shell(self) -> str:
+        """The stage as one shell line, its environment first (what ``verl_command.sh`` records)."""
+        assignments = [f"{name}={shlex.quote(value)}" for name, value in sorted(self.env.items())]
+        return " ".join([*assignments, shlex.join(self.command)])
 
     @property
     def overrides(self) -> list[str]:

@@ -188,6 +188,13 @@ def overrides(run: RunConfig, cfg: Any, train_file: str | Path, flash_attn: bool
     return out + list(cfg.sft_overrides)
 
 
+def tracking_env(run: RunConfig) -> dict[str, str]:
+    """The environment verl's trackers read in the SFT trainer (``torchrun`` runs no Ray actor to carry
+    it, as RL's runtime env does): without it verl's ``file`` logger writes ``PROJECT/EXPERIMENT.jsonl``
+    under the working directory instead of the run directory (``verl/utils/tracking.py:534``)."""
+    return loggers.plan(run.trainer.loggers, Path(run.output_dir).resolve() / SFT_DIR).env
+
+
 def command(python: str, gpus: int, sft_overrides: list[str]) -> list[str]:
     """``torchrun`` on this node's GPUs, as verl's SFT examples launch it."""
     return [python, "-m", "torch.distributed.run", "--standalone", "--nnodes=1", f"--nproc_per_node={gpus}",
