@@ -36,6 +36,7 @@ from vista_rl.config import RolloutSection
 from vista_rl.env import DEFAULT_ACTION_REPLY, EnvWrapper, StepResult, declared_actions
 from vista_rl.observation import Observation
 from vista_rl.rollout.engine import RolloutEngine, episode_specs
+from vista_rl.rollout.stats import EpisodeStats
 
 BLANK_ENV_ID = "vista/blank-images"
 DEFAULT_ACTION_FORMAT = DEFAULT_ACTION_REPLY
@@ -125,7 +126,7 @@ def play_sequence(env_id: str, env_config: Mapping[str, Any], actions: Sequence[
         trajectories = engine.run(episode_specs(env_id, seeds, 1, env_config))
     success = [bool(t.success) for t in trajectories]
     # "max_turns" is the engine's stop reason only when the env had not ended the episode itself.
-    live = [not t.success and not t.failure and t.metadata.get("stop_reason") == "max_turns"
+    live = [not t.success and not t.failure and EpisodeStats.from_metadata(t.metadata).stop_reason == "max_turns"
             for t in trajectories]
     return success, live
 

@@ -30,7 +30,7 @@ from vista_rl.env import Env, declared_actions
 from vista_rl.errors import VistaError
 from vista_rl.model import ModelBackend
 from vista_rl.model_paths import ModelPathError, check_model_path
-from vista_rl.rollout import RolloutEngine, RolloutMetrics, episode_specs, make_pool
+from vista_rl.rollout import EpisodeStats, RolloutEngine, RolloutMetrics, episode_specs, make_pool
 from vista_rl.store import RunWriter
 from vista_rl.store.layout import (
     CONFIG_FILE,
@@ -216,7 +216,7 @@ def run_eval(config: RunConfig, backend: ModelBackend | None, console: Console, 
                 writer.write(trajectory)
                 metrics.add(trajectory)
                 seen_seeds.add(trajectory.seed)
-                env_limit = env_limit or trajectory.metadata.get("env_turn_limit")
+                env_limit = env_limit or EpisodeStats.from_metadata(trajectory.metadata).env_turn_limit
                 progress.update(task, advance=1, success=f"{metrics.successes}/{metrics.episodes}")
         summary: dict[str, Any] = {
             "env": config.env.id, "model": f"{config.model.backend}:{config.model.path or ''}",

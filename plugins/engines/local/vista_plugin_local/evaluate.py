@@ -17,7 +17,15 @@ import torch
 from vista_plugin_local.policy_backend import PolicyBackend
 from vista_rl import SamplingParams
 from vista_rl.config import RunConfig
-from vista_rl.rollout import EpisodeSpec, Estimate, RolloutEngine, episode_specs, mean, proportion
+from vista_rl.rollout import (
+    EpisodeSpec,
+    EpisodeStats,
+    Estimate,
+    RolloutEngine,
+    episode_specs,
+    mean,
+    proportion,
+)
 
 
 @dataclass
@@ -50,7 +58,7 @@ def evaluate(engine: RolloutEngine, specs: list[EpisodeSpec], sampling: Sampling
         trajectories = engine.run(specs, sampling=sampling)
     successes = sum(1 for trajectory in trajectories if trajectory.success)
     failed = sum(1 for trajectory in trajectories if trajectory.failure)
-    cut_off = sum(1 for trajectory in trajectories if trajectory.metadata.get("cut_off") is True)
+    cut_off = sum(1 for trajectory in trajectories if EpisodeStats.from_metadata(trajectory.metadata).cut_off)
     return EvalResult(label, proportion(successes, len(trajectories)),
                       mean([trajectory.total_reward for trajectory in trajectories]), len(trajectories), failed,
                       cut_off)

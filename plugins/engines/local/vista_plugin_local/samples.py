@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from vista_plugin_local.chat_tokens import EpisodeTokens
 from vista_plugin_local.policy_backend import PolicyBackend
 from vista_rl import TokenView, Trajectory
+from vista_rl.rollout import EpisodeStats
 
 
 @dataclass
@@ -89,7 +90,7 @@ def training_samples(trajectories: Sequence[Trajectory], backend: PolicyBackend,
         if reason is not None:
             dropped.append((trajectory, reason))
             continue
-        key = str(trajectory.metadata.get("group_id", f"{trajectory.env_id}:{trajectory.seed}"))
+        key = EpisodeStats.from_metadata(trajectory.metadata).group_id or f"{trajectory.env_id}:{trajectory.seed}"
         group = groups.setdefault(key, len(groups))
         for index, (tokens, view) in enumerate(pieces):
             samples.append(TrainSample(trajectory, tokens, group, list(view.turn_rewards),
