@@ -13,8 +13,10 @@ interleaved (A B B A ...), each repetition a full eval:
 
 Prints JSON: per variant and turn count the eval cost per env-turn (median, min-max over the
 repetitions), where the backend's time went (encoding = rendering, tokenising, the processor and
-the cache's batch layout; model = ``model.generate``; finish = decoding and keeping the caches), the
-12-over-2 ratio (target <= 1.5), whether the greedy replies were identical across variants (they
+the cache's batch layout; model = ``model.generate``; finish = decoding and keeping the caches;
+attention = the part of model time inside the attention kernel, ``scaled_dot_product_attention``),
+the 12-over-2 ratio (target <= 1.5) and the same ratio with attention taken out (what grows besides
+attending to the longer conversation), whether the greedy replies were identical across variants (they
 must be: the caches change speed, never outputs), what the episode cache did at the largest turn
 count (reused and prefilled tokens, the memory it held at most and after the run), and the
 machine's load (``os.getloadavg``) before and after.
@@ -48,6 +50,31 @@ ENV_ID = "sokoban/sokoban-v0"
 TARGET_RATIO = 1.5
 
 
+class AttentionClock:
+    """Seconds spent inside ``torch.nn.functional.scaled_dot_product_attention`` (the attention
+    kernel transformers' ``sdpa`` layers call), so the JSON can say how much of a turn's growth is
+    attention over the longer kept conversation and how much is everything else."""
+
+    def __init__(self) -> None:
+        import torch.nn.functional as functional
+
+        self.seconds = 0.0
+        self._functional = functional
+        self._inner = functional.scaled_dot_product_attention
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return self._inner(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - started
+
+        functional.scaled_dot_product_attention = timed
+
+    def close(self) -> None:
+        self._functional.scaled_dot_product_attention = self._inner
+
+
 def make_backends() -> dict[str, Any]:
     from vista_plugin_transformers.backend import TransformersBackend
 
@@ -59,8 +86,9 @@ def make_backends() -> dict[str, Any]:
             "episode_cache": TransformersBackend(path=path, device="cpu")}
 
 
-def one_eval(backend: Any, turns: int, episodes: int, max_tokens: int) -> dict[str, Any]:
-    """One full eval; returns its wall time, env-turns, backend time split and the replies."""
+def one_eval(backend: Any, turns: int, episodes: int, max_tokens: int,
+             clock: AttentionClock | None = None) -> dict[str, Any]:
+    """One full eval; returns its wall time, env-turns, backend time split, attention time and the replies."""
     settings = RolloutSection(max_turns=turns, batch_size=episodes,
                               sampling=SamplingSection(temperature=0.0, max_tokens=max_tokens))
     before = dict(vars(backend.timings))
@@ -68,6 +96,7 @@ def one_eval(backend: Any, turns: int, episodes: int, max_tokens: int) -> dict[s
     cache.reset_peak()
     stats_before = dataclasses.asdict(cache.stats)
     replies: list[list[str]] = []
+    attention_before = clock.seconds if clock is not None else 0.0
     with tempfile.TemporaryDirectory() as tmp:
         started = time.perf_counter()
         with RunWriter(Path(tmp) / "run", html=False) as writer, RolloutEngine(backend, settings, seed=0) as engine:
@@ -77,6 +106,7 @@ def one_eval(backend: Any, turns: int, episodes: int, max_tokens: int) -> dict[s
             env_turns = engine.timings.env_steps
         wall = time.perf_counter() - started
     spent = {key: getattr(backend.timings, key) - before[key] for key in ("encode_s", "model_s", "finish_s")}
+    spent["attention_s"] = (clock.seconds - attention_before) if clock is not None else 0.0
     after = dataclasses.asdict(cache.stats)
     episode_cache = {key: after[key] - stats_before[key] for key in
                      ("rows", "reused_rows", "full_prefill_rows", "over_budget_rows", "reused_tokens",
@@ -100,6 +130,7 @@ def main() -> None:
     vista_rl.host().load()
     load_before = [round(value, 2) for value in os.getloadavg()]
     backends = make_backends()
+    clock = AttentionClock()
     for backend in backends.values():  # warm-up (first-call costs)
         one_eval(backend, 2, min(args.episodes, 4), args.max_tokens)
     samples: dict[str, dict[int, list[dict[str, Any]]]] = {name: {t: [] for t in turn_counts} for name in backends}
@@ -108,7 +139,7 @@ def main() -> None:
     for repeat in range(args.repeats):
         for turns in turn_counts:
             names = order if (repeat + turns) % 2 == 0 else order[::-1]  # alternate who goes first
-            runs = {name: one_eval(backends[name], turns, args.episodes, args.max_tokens) for name in names}
+            runs = {name: one_eval(backends[name], turns, args.episodes, args.max_tokens, clock) for name in names}
             identical &= runs["episode_cache"]["replies"] == runs["full_prefill"]["replies"]
             for name, run in runs.items():
                 run.pop("replies")
@@ -131,13 +162,16 @@ def main() -> None:
                                     "min": round(min(per_turn), 3), "max": round(max(per_turn), 3)},
                 **{f"{key[:-2]}_ms_per_env_turn": round(statistics.median(
                     1000 * run[key] / max(run["env_turns"], 1) for run in runs), 3)
-                   for key in ("encode_s", "model_s", "finish_s")},
+                   for key in ("encode_s", "model_s", "finish_s", "attention_s")},
             }
         low, high = str(min(turn_counts)), str(max(turn_counts))
         cost_ratio = rows[high]["ms_per_env_turn"]["median"] / rows[low]["ms_per_env_turn"]["median"]
-        result["variants"][name] = {"turns": rows, f"ratio_{high}_over_{low}": round(cost_ratio, 2)}
+        without = [rows[key]["ms_per_env_turn"]["median"] - rows[key]["attention_ms_per_env_turn"] for key in (high, low)]
+        result["variants"][name] = {"turns": rows, f"ratio_{high}_over_{low}": round(cost_ratio, 2),
+                                    f"ratio_{high}_over_{low}_without_attention": round(without[0] / without[1], 2)}
         if name == "episode_cache":
             result["variants"][name][f"episode_cache_at_{high}_turns"] = by_turns[int(high)][-1]["episode_cache"]
+    clock.close()
     cache = backends["episode_cache"].image_cache
     if cache is not None:
         result["image_cache"] = {"enabled": cache.enabled, "hits": cache.hits, "misses": cache.misses}
