@@ -260,8 +260,8 @@ class RunConfig(Section):
     @classmethod
     def _image_size_moved(cls, data: Any) -> Any:
         """``engine_config.local.image_size`` became ``rollout.image_size`` (the episode driver applies it
-        for every engine): the old key still sets it, with a ``FutureWarning``; the local section keeps
-        its copy, so the local engine's encoder resizes what the driver did not (recorded trajectories)."""
+        for every engine, and the local engine's encoder resizes recorded trajectories to the same size): the
+        old key still sets it, with a ``FutureWarning``, so old configs keep their meaning."""
         if not isinstance(data, dict):
             return data
         local = (data.get("engine_config") or {}).get("local")
