@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from vista_plugin_frozenlake.lake import ACTION_NAMES, from_rows
-from vista_plugin_frozenlake.teachers import goalward_plan, hole_blind_plan
+from vista_plugin_frozenlake.teachers import coin_walk_plan, goalward_plan, hole_blind_plan
 from vista_plugin_grounding.teachers import teacher_place
 from vista_plugin_sokoban.level import Moved, move, parse_level
 from vista_plugin_sokoban.solver import solve
@@ -40,6 +40,20 @@ def test_hole_blind_walks_row_first_into_holes():
     assert names(hole_blind_plan(lake, lake.start)) == ["Right", "Right", "Right", "Down", "Down"]
 
 
+def test_coin_walk_only_shortens_the_distance_ignores_holes_and_takes_both_moves_across_maps():
+    # Where two moves lead toward the goal the coin picks one; it walks into a hole as readily.
+    lake = from_rows(["SFHF", "FFFF", "FFFG", "FFFF"])
+    plan = coin_walk_plan(lake, lake.start)
+    assert coin_walk_plan(lake, lake.start) == plan  # a hash, not a random draw: reproducible
+    assert sorted(names(plan)) == ["Down", "Down", "Right", "Right", "Right"]  # a shortest staircase
+    # Its first move from the same start toward the same goal differs between maps (the holes elsewhere
+    # differ), so a policy cloned from it keeps both moves in its support.
+    firsts = {names(coin_walk_plan(from_rows(rows), 0))[0] for rows in (
+        ["SFFF", "FFFF", "FFFF", "FFFG"], ["SFFF", "FFFH", "FFFF", "FFFG"], ["SFFF", "FFFF", "HFFF", "FFFG"],
+        ["SFFF", "FFFF", "FFHF", "FFFG"], ["SFFF", "HFFF", "FFFF", "FFFG"], ["SFFF", "FFFF", "FFFH", "FFFG"])}
+    assert firsts == {"Right", "Down"}
+
+
 def play(env_id: str, config: dict, seeds: range, max_turns: int = 6) -> list[bool]:
     rollout = RolloutSection(max_turns=max_turns, group_size=1, batch_size=16)
     with RolloutEngine(vista_rl.make_model("scripted", path="oracle"), rollout, seed=0) as engine:
@@ -57,6 +71,7 @@ SOKOBAN = {"render_mode": "text", "prompt_format": "no_think", "max_actions_per_
 @pytest.mark.parametrize("env_id, config, teacher, low, high", [
     ("frozenlake/frozenlake-v0", FROZENLAKE, "hole_blind", 0.6, 0.9),
     ("frozenlake/frozenlake-v0", FROZENLAKE, "goalward", 0.85, 0.999),
+    ("frozenlake/frozenlake-v0", FROZENLAKE, "coin_walk", 0.6, 0.9),
     ("visual_search/zoom-small-v0", {"prompt_format": "no_think"}, "first_column", 0.45, 0.8),
     ("grounding/zoom-spot-v0", {"execute_tools": True}, "off_right", 0.55, 0.9),
     ("sokoban/sokoban-v0", SOKOBAN, "no_up_push", 0.55, 0.85),
@@ -115,3 +130,21 @@ def test_no_up_push_never_pushes_a_box_up_and_has_no_move_where_every_solution_d
             assert not (kind is Moved.PUSHED and action == UP)
     with pytest.raises(ValueError, match="unknown"):
         teacher_plan("psychic", corridor, corridor.start)
+
+
+def test_sft_keeps_a_flawed_teachers_failures_only_when_asked():
+    from vista_rl.config import RunConfig
+    from vista_rl.rollout.teacher_data import teacher_episodes
+
+    def run(keep_failed: bool) -> RunConfig:
+        return RunConfig.model_validate({
+            "env": {"id": "frozenlake/frozenlake-v0", "config": {**FROZENLAKE, "teacher": "hole_blind"}},
+            "model": {"backend": "scripted", "path": "oracle"},
+            "rollout": {"max_turns": 6, "batch_size": 16},
+            "sft": {"steps": 1, "seeds": {"start": 1000, "count": 60}, "keep_failed": keep_failed}})
+
+    rejection, cloning = teacher_episodes(run(False)), teacher_episodes(run(True))
+    assert rejection.played == cloning.played == 60 and rejection.succeeded == cloning.succeeded
+    assert all(t.success for t in rejection.kept) and len(rejection.kept) == rejection.succeeded
+    assert len(cloning.kept) == 60 > cloning.succeeded  # the teacher's walks into holes are kept too
+    assert "failed ones kept" in cloning.summary() and "that succeeded" in rejection.summary()

@@ -216,6 +216,9 @@ class SftSection(Section):
         "constant", description="SFT learning rate after warm-up: constant, or decaying to 0 at the last SFT "
         "step (a decay lets the last steps settle instead of hopping around the minimum at the peak rate)")
     max_grad_norm: float | None = Field(1.0, gt=0.0, description="clip of the SFT gradient norm (null: none)")
+    keep_failed: bool = Field(False, description="source: oracle: also learn from the episodes the env's teacher "
+                              "failed (plain behaviour cloning of a flawed teacher, its mistakes included); default: "
+                              "only its successful episodes")
 
     @model_validator(mode="after")
     def _path_for_jsonl(self) -> SftSection:

@@ -12,40 +12,29 @@ from pathlib import Path
 import torch
 from rich.console import Console
 
-import vista_rl
 from vista_plugin_local.chat_tokens import ChatEncoder, EpisodeTokens
 from vista_plugin_local.optim import Optimization
 from vista_plugin_local.policy import Policy, micro_batches
 from vista_plugin_local.sft_data import examples_from_turns, load_jsonl, trajectory_pieces
 from vista_plugin_local.step_metrics import SftUpdateMetrics
-from vista_rl import VistaError
 from vista_rl.config import RunConfig
-from vista_rl.rollout import RolloutEngine, episode_specs
+from vista_rl.rollout.teacher_data import teacher_episodes
 
 
 def sft_examples(run: RunConfig, encoder: ChatEncoder, per_turn: bool, console: Console) -> list[EpisodeTokens]:
-    """The SFT data: ``sft.path``'s recorded trajectories, or the env oracle's successful episodes on
-    ``sft.seeds`` played through the core rollout engine (so SFT sees the prompts RL sees)."""
+    """The SFT data: ``sft.path``'s recorded trajectories, or the env oracle's episodes on ``sft.seeds``
+    (:func:`vista_rl.rollout.teacher_data.teacher_episodes`, shared with the verl engine)."""
     sft, rollout = run.sft, run.rollout
     if sft.source == "jsonl":
         assert sft.path is not None
         examples, report = load_jsonl(Path(sft.path), encoder, per_turn, rollout.window_size)
         console.print(f"SFT data {sft.path}: {report.summary()}")
         return examples
-    oracle = vista_rl.make_model("scripted", path="oracle")
-    with RolloutEngine(oracle, rollout, seed=run.seed) as engine:
-        trajectories = engine.run(episode_specs(run.env.id, sft.seeds.seeds(), 1, run.env.config))
-    succeeded = [trajectory for trajectory in trajectories if trajectory.success and not trajectory.failure]
-    failed = sum(1 for trajectory in trajectories if trajectory.failure)
-    if not succeeded:
-        raise VistaError(f"the oracle of {run.env.id} solved none of the SFT seeds; "
-                         "check the env's oracle_response()")
-    examples = [example for trajectory in succeeded
+    episodes = teacher_episodes(run)
+    examples = [example for trajectory in episodes.kept
                 for example in examples_from_turns(trajectory.system_prompt, trajectory_pieces(trajectory),
                                                    encoder, per_turn, rollout.window_size)]
-    console.print(f"SFT data: {len(succeeded)} oracle trajectories that succeeded "
-                  f"(of {len(trajectories)} seeds" + (f"; {failed} failed with errors" if failed else "")
-                  + (f"), {len(examples)} per-turn examples" if per_turn else ")"))
+    console.print(episodes.summary() + (f", {len(examples)} per-turn examples" if per_turn else ""))
     return examples
 
 

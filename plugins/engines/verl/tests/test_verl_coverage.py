@@ -59,7 +59,7 @@ CHANGES: dict[str, Any] = {
     "trainer.eval_every": 2, "trainer.loggers": ["jsonl"],
     "sft.steps": 10, "sft.source": "jsonl", "sft.path": "other.jsonl", "sft.seeds.start": 60_000,
     "sft.seeds.count": 3, "sft.batch_size": 4, "sft.lr": 1e-4, "sft.warmup_steps": 2, "sft.scheduler": "cosine",
-    "sft.max_grad_norm": 0.5,
+    "sft.max_grad_norm": 0.5, "sft.keep_failed": True,
     "eval.seeds.start": 200_000, "eval.seeds.count": 10, "eval.temperature": 0.5, "eval.at_start": False,
     "eval.after_sft": False,
     "engine_config.local.device": "cpu", "engine_config.local.precision": "fp32",

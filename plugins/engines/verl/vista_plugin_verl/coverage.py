@@ -82,6 +82,7 @@ MAPPED: dict[str, str] = {
     "sft.warmup_steps": "SFT optim.lr_warmup_steps",
     "sft.scheduler": "SFT optim.lr_scheduler_type (constant, cosine)",
     "sft.max_grad_norm": "SFT optim.clip_grad",
+    "sft.keep_failed": "the SFT rows (which of the oracle's episodes they hold)",
     "engine_config.local.precision": "FSDP mixed precision (param dtype) and rollout.dtype",
     "engine_config.local.lora.enabled": "actor_rollout_ref.model.lora_rank (0: off)",
     "engine_config.local.lora.r": "actor_rollout_ref.model.lora_rank",
@@ -160,6 +161,9 @@ CONTEXT: dict[str, tuple[str, ...]] = {
     **{f"sft.{key}": ("sft.steps=10", "sft.seeds.count=2") for key in (
         "seeds.start", "batch_size", "lr", "warmup_steps", "scheduler", "max_grad_norm")},
     "sft.seeds.count": ("sft.steps=10", "sft.seeds.count=2"),
+    # Only a teacher that fails some seeds has failed episodes to keep.
+    "sft.keep_failed": ("sft.steps=10", "sft.seeds.count=16", "env.id=frozenlake/frozenlake-v0",
+                        "env.config={teacher: hole_blind}"),
 }
 
 

@@ -108,22 +108,15 @@ def episode_rows(trajectory: Trajectory, per_turn: bool, window_size: int | None
 
 
 def oracle_rows(run: RunConfig) -> tuple[list[dict[str, Any]], str]:
-    """The SFT rows of the env oracle's successful episodes on ``sft.seeds`` (as the local engine plays
-    them), and a one-line summary.  Raises when the oracle solved none."""
-    import vista_rl
-    from vista_rl.rollout import RolloutEngine, episode_specs
+    """The SFT rows of the env oracle's episodes on ``sft.seeds`` as the local engine keeps them
+    (:func:`vista_rl.rollout.teacher_data.teacher_episodes`), and a one-line summary."""
+    from vista_rl.rollout.teacher_data import teacher_episodes
 
-    oracle = vista_rl.make_model("scripted", path="oracle")
-    with RolloutEngine(oracle, run.rollout, seed=run.seed) as engine:
-        trajectories = engine.run(episode_specs(run.env.id, run.sft.seeds.seeds(), 1, run.env.config))
-    succeeded = [t for t in trajectories if t.success and not t.failure]
-    if not succeeded:
-        raise ConfigError(f"sft.seeds: the oracle of {run.env.id} solved none of the SFT seeds; check the env's "
-                          "oracle_response()")
+    episodes = teacher_episodes(run)
     rollout = run.rollout
-    rows = [row for trajectory in succeeded
+    rows = [row for trajectory in episodes.kept
             for row in episode_rows(trajectory, rollout.per_turn_sequences, rollout.window_size, rollout.image_size)]
-    return rows, f"SFT data: {len(succeeded)} oracle trajectories that succeeded (of {len(trajectories)} seeds), {len(rows)} rows"
+    return rows, f"{episodes.summary()}, {len(rows)} rows"
 
 
 def write_rows(path: Path, rows: list[dict[str, Any]]) -> Path:

@@ -52,9 +52,10 @@ class FrozenLakeConfig(GameConfig):
     progress_reward: float = Field(
         0.0, description="turn-level reward: this times the drop in shortest-path distance to the goal on "
         "each move (a move away costs as much, a bump into the edge nothing), so every turn is scored")
-    teacher: Literal["oracle", "goalward", "hole_blind"] = Field(
+    teacher: Literal["oracle", "goalward", "hole_blind", "coin_walk"] = Field(
         "oracle", description="whose moves oracle_response gives (SFT data): oracle (shortest path, exact), "
-        "goalward (never steps away from the goal) or hole_blind (row then column, ignoring holes); "
+        "goalward (never steps away from the goal), hole_blind (row then column, ignoring holes) or "
+        "coin_walk (a coin picks the row or column move toward the goal, ignoring holes); "
         "vista_plugin_frozenlake.teachers")
 
     @model_validator(mode="after")

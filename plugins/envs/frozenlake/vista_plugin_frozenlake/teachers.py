@@ -14,9 +14,18 @@ a gap that imitation cannot close and RL can.  The env picks one with ``teacher:
 - ``hole_blind``: a planner that **never looks at the holes**: it walks the L-shaped path to the goal,
   along the row first (Left/Right), then along the column (Down/Up), and steps into any hole on it.
   It fails wherever that path crosses a hole (about 0.2-0.3 of the main job's maps).
+- ``coin_walk``: a walker that **never looks at the holes and decides each step by a coin**: where
+  both a row move and a column move bring it closer to the goal, a fair coin picks one, so it walks
+  one of the shortest L-to-staircase paths at random and steps into any hole on it.  Unlike
+  ``hole_blind`` its choices differ from map to map, so a policy cloned from it still samples both
+  moves, and RL can learn which one the holes allow; a deterministic teacher's clone never samples
+  the move its teacher never made (docs/main-job.md, "why RL could not leave the plateau").  The coin
+  is a hash of the map and the cell, so the teacher is reproducible and the same on every engine.
 """
 
 from __future__ import annotations
+
+import zlib
 
 from vista_plugin_frozenlake.lake import LakeMap, neighbour
 
@@ -25,6 +34,7 @@ TEACHERS: dict[str, str] = {
     "oracle": "the shortest-path planner (exact)",
     "goalward": "never steps away from the goal: fails wherever the only paths make a detour",
     "hole_blind": "walks the L-shaped path (row first, then column) and never looks at the holes",
+    "coin_walk": "a coin picks the row or the column move toward the goal each step; never looks at the holes",
 }
 
 
@@ -75,10 +85,29 @@ def hole_blind_plan(lake: LakeMap, player: int) -> list[int]:
     return plan + [1 if goal_row > row else 3] * abs(goal_row - row)
 
 
+def coin_walk_plan(lake: LakeMap, player: int) -> list[int]:
+    """The ``coin_walk`` teacher's walk from ``player`` to the goal's cell, holes or not: at each cell
+    the moves that shorten the Manhattan distance (one or two), the choice between two by a coin that
+    is the CRC-32 of the map's letters and the cell (stable across processes, unlike ``hash``)."""
+    letters = "".join(lake.rows())
+    plan: list[int] = []
+    (row, col), (goal_row, goal_col) = lake.cell(player), lake.cell(lake.goal)
+    while (row, col) != (goal_row, goal_col):
+        closer = ([2 if goal_col > col else 0] if goal_col != col else []) + \
+                 ([1 if goal_row > row else 3] if goal_row != row else [])
+        coin = zlib.crc32(f"{letters}|{row * lake.size + col}".encode()) & 1
+        action = closer[coin % len(closer)]
+        plan.append(action)
+        row, col = lake.cell(neighbour(lake.size, row * lake.size + col, action))
+    return plan
+
+
 def teacher_plan(teacher: str, lake: LakeMap, player: int) -> list[int]:
     """The named flawed teacher's plan (``oracle`` is the env's own planner, not here)."""
     if teacher == "goalward":
         return goalward_plan(lake, player)
     if teacher == "hole_blind":
         return hole_blind_plan(lake, player)
+    if teacher == "coin_walk":
+        return coin_walk_plan(lake, player)
     raise ValueError(f"unknown FrozenLake teacher {teacher!r}; choose from {sorted(TEACHERS)}")
