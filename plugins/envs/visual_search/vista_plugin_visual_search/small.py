@@ -101,9 +101,10 @@ class SmallZoomConfig(QAEnvConfig):
     marker: MarkerSide = 2
     zoom_offset: int = Field(4, ge=4, description="crop_zoom offset (view pixels) the oracle and prompt use")
     zoom_size: int = Field(224, ge=32, le=2048, description="crop_zoom size (pixels) the oracle and prompt use")
-    teacher: Literal["oracle", "first_column"] = Field(
-        "oracle", description="whose replies oracle_response gives (SFT data): oracle (exact) or first_column "
-        "(zooms at the named row's first marker, answers what it sees); vista_plugin_visual_search.teachers")
+    teacher: Literal["oracle", "first_column", "coin_column"] = Field(
+        "oracle", description="whose replies oracle_response gives (SFT data): oracle (exact), first_column "
+        "(zooms at the named row's first marker, answers what it sees) or coin_column (zooms in the named row "
+        "at a column a CRC-32 coin of the scene picks, answers what it sees); vista_plugin_visual_search.teachers")
 
 
 class SmallZoomEnv(ToolQAEnv):
@@ -135,7 +136,7 @@ class SmallZoomEnv(ToolQAEnv):
                                       tuple(self.config.colours), self.config.marker)
         x, y = scene.point
         # The teacher's zoom and answer (issue 38): the named marker for the oracle, another for a flawed one.
-        looked = teacher_marker(self.config.teacher, scene.target, self.config.grid)
+        looked = teacher_marker(self.config.teacher, scene.target, self.config.grid, scene.colours)
         tx, ty = scene.centres[looked]
         seen = scene.colours[looked]
         info = {"target_point": [x, y], "target_index": scene.target, "marker_colours": list(scene.colours),
