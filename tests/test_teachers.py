@@ -12,7 +12,7 @@ from vista_plugin_sokoban.level import Moved, move, parse_level
 from vista_plugin_sokoban.solver import solve
 from vista_plugin_sokoban.teachers import UP, teacher_plan
 from vista_plugin_visual_search.small import generate_marker_scene
-from vista_plugin_visual_search.teachers import teacher_marker
+from vista_plugin_visual_search.teachers import coin_column, teacher_marker
 
 import vista_rl
 from vista_rl.config import RolloutSection
@@ -73,6 +73,7 @@ SOKOBAN = {"render_mode": "text", "prompt_format": "no_think", "max_actions_per_
     ("frozenlake/frozenlake-v0", FROZENLAKE, "goalward", 0.85, 0.999),
     ("frozenlake/frozenlake-v0", FROZENLAKE, "coin_walk", 0.6, 0.9),
     ("visual_search/zoom-small-v0", {"prompt_format": "no_think"}, "first_column", 0.45, 0.8),
+    ("visual_search/zoom-small-v0", {"prompt_format": "no_think"}, "coin_column", 0.45, 0.8),
     ("grounding/zoom-spot-v0", {"execute_tools": True}, "off_right", 0.55, 0.9),
     ("sokoban/sokoban-v0", SOKOBAN, "no_up_push", 0.55, 0.85),
 ])
@@ -96,6 +97,28 @@ def test_first_column_zooms_at_the_rows_first_marker_and_answers_what_it_sees():
     assert teacher_marker("oracle", 3, 2) == 3
     with pytest.raises(ValueError, match="unknown"):
         teacher_marker("psychic", 0, 2)
+
+
+def test_coin_column_reads_the_row_zooms_at_a_coin_column_and_clones_would_see_both():
+    env = vista_rl.make_env("visual_search/zoom-small-v0", teacher="coin_column", prompt_format="no_think")
+    columns = set()
+    for seed in range(40):
+        _, info = env.reset(seed=seed)
+        scene = generate_marker_scene(seed)
+        looked = teacher_marker("coin_column", scene.target, 2, scene.colours)
+        assert looked // 2 == scene.target // 2  # the named row
+        assert teacher_marker("coin_column", scene.target, 2, list(scene.colours)) == looked  # reproducible
+        # The coin is the scene's, not the question's: asked about any marker of the scene, the same column.
+        assert {teacher_marker("coin_column", target, 2, scene.colours) % 2 for target in range(4)} == {looked % 2}
+        columns.add(looked % 2)
+        x, y = scene.centres[looked]
+        assert info["teacher_point"] == [x, y] and f"[{x}, {y}]" in env.oracle_response()
+        assert env.problem.oracle_answer == scene.colours[looked]  # answers what it sees there
+    assert columns == {0, 1}  # across seeds it zooms at both columns
+    # A CRC-32, not Python's salted hash: the same number in every process.
+    assert coin_column(["red", "green", "blue", "orange"], 2) == 524685539 % 2
+    with pytest.raises(ValueError, match="colours"):
+        teacher_marker("coin_column", 0, 2)
 
 
 def test_off_right_cites_the_last_column_one_cell_left():
