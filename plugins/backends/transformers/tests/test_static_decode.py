@@ -3,24 +3,16 @@
 On CUDA the backend decodes with a static KV cache and a compiled step; here on CPU the static
 cache is forced (``static_cache="on"``) so the same cache, the same batch padding and the same
 Qwen2.5-VL M-RoPE handling run, and greedy outputs must equal the dynamic cache's token for token.
-The compile itself only runs on a GPU (``benchmarks/gpu_suite.sh`` measures it).
+The compile itself only runs on a GPU (``benchmarks/gpu_suite.sh`` measures it).  The plan's parts on
+their own (buckets, padding rows, when it applies) are tested with the kit that holds them:
+``plugins/kits/decodekit/tests/test_static_plan.py``.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-import torch
 from PIL import Image
 from vista_plugin_transformers.backend import TransformersBackend
-from vista_plugin_transformers.static_decode import (
-    FinishPaddingRows,
-    StaticDecoder,
-    bucket_length,
-    bucket_rows,
-    pad_rows,
-)
 
 from vista_rl import Message, SamplingParams
 
@@ -74,56 +66,3 @@ def test_sampling_with_padding_rows_keeps_real_rows_only(pair: tuple[Transformer
             assert 0 < len(generation.token_ids) <= 6
             assert len(generation.logprobs) == len(generation.token_ids)
             assert all(value <= 0.0 for value in generation.logprobs)
-
-
-def test_auto_mode_keeps_the_dynamic_cache_on_cpu(backend: TransformersBackend) -> None:
-    decoder = StaticDecoder("auto")
-    use, why = decoder.active(backend.model, "cpu")
-    assert not use and why is not None and "CUDA" in why
-    assert decoder.active(backend.model, "cuda:0") == (True, None)
-
-
-def test_model_without_fullgraph_support_falls_back() -> None:
-    class Plain(torch.nn.Module):
-        _can_compile_fullgraph = False
-
-    use, why = StaticDecoder("on").active(Plain(), "cuda")
-    assert not use and why is not None and "Plain" in why
-
-
-def test_plan_buckets_lengths_and_rows() -> None:
-    inputs: dict[str, Any] = {"input_ids": torch.tensor([[5, 6, 7], [0, 8, 9], [0, 0, 4]]),
-                              "attention_mask": torch.tensor([[1, 1, 1], [0, 1, 1], [0, 0, 1]])}
-    plan = StaticDecoder("on", compile=False, max_rows=64).plan(torch.nn.Linear(1, 1), "cpu", inputs, 300, 0, [2])
-    assert plan.config == {}  # nn.Linear does not declare fullgraph support
-    decoder = StaticDecoder("on", compile=False, length_bucket=128, max_rows=64)
-    model = torch.nn.Linear(1, 1)
-    model._can_compile_fullgraph = True  # type: ignore[assignment]
-    plan = decoder.plan(model, "cpu", inputs, 300, 0, [2])
-    assert plan.config["cache_implementation"] == "static"
-    assert plan.config["max_cache_len"] == 384 and plan.config["disable_compile"] is True
-    assert plan.rows == 3 and plan.inputs["input_ids"].shape == (4, 3)
-    assert plan.inputs["attention_mask"][3].tolist() == [0, 0, 1]
-
-
-def test_buckets() -> None:
-    assert [bucket_rows(n, 64) for n in (1, 2, 3, 5, 33, 64)] == [1, 2, 4, 8, 64, 64]
-    assert bucket_rows(100, 64) == 100 and bucket_rows(5, 6) == 6
-    assert [bucket_length(n, 256) for n in (1, 256, 257)] == [256, 256, 512]
-
-
-def test_padding_rows_emit_eos_first() -> None:
-    scores = torch.zeros((4, 10))
-    FinishPaddingRows(2, eos_id=7)(torch.zeros((4, 1), dtype=torch.long), scores)
-    assert scores[:2].eq(0).all()
-    assert scores[2:].argmax(-1).tolist() == [7, 7] and torch.isinf(scores[2:, :7]).all()
-
-
-def test_pad_rows_adds_one_token_prompts() -> None:
-    inputs = {"input_ids": torch.tensor([[1, 2]]), "attention_mask": torch.tensor([[1, 1]]),
-              "pixel_values": torch.ones((4, 3))}
-    out = pad_rows(inputs, 2, pad_id=9)
-    assert out["input_ids"].tolist() == [[1, 2], [9, 9], [9, 9]]
-    assert out["attention_mask"].tolist() == [[1, 1], [0, 1], [0, 1]]
-    assert out["pixel_values"] is inputs["pixel_values"]
-

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from vista_plugin_decodekit import CachedBatch
+from vista_plugin_decodekit.static_decode import StaticDecoder, StaticMode, StaticPlan
 
 from vista_plugin_transformers.chat import encode_chats
 from vista_plugin_transformers.episode_state import EpisodeState, episode_cache_size
@@ -30,7 +31,6 @@ from vista_plugin_transformers.generation_control import (
 )
 from vista_plugin_transformers.image_cache import DEFAULT_CACHE_MB, caching_processor
 from vista_plugin_transformers.prompt_ids import EncodedImage, PromptEncoder
-from vista_plugin_transformers.static_decode import StaticDecoder, StaticMode, StaticPlan
 from vista_rl import Chat, Generation, ModelBackend, SamplingParams
 from vista_rl.chat_render import RenderedIds
 
@@ -123,7 +123,7 @@ class TransformersBackend(ModelBackend):
     ``"cuda:0"``...  ``max_batch_size`` bounds the rows (chats x n) in one ``generate`` call.
     ``image_cache_mb`` bounds the memory of processed images cached per image (0 turns the cache off).
     ``static_cache``: ``auto`` decodes with a static KV cache and a compiled step on CUDA (see
-    :mod:`~vista_plugin_transformers.static_decode`), ``on`` also elsewhere, ``off`` never.
+    :mod:`vista_plugin_decodekit.static_decode`), ``on`` also elsewhere, ``off`` never.
     ``incremental_prompts``: tokenise each message once and a turn's prompt from its pieces (see
     :mod:`~vista_plugin_transformers.prompt_ids`; checked against the processor on the first calls);
     ``False`` renders and tokenises every chat whole, every call.

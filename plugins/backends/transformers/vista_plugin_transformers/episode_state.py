@@ -18,9 +18,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from vista_plugin_decodekit import DEFAULT_EPISODE_CACHE_MB, CachedBatch, EpisodeKVCache, RowPrompt
+from vista_plugin_decodekit.static_decode import StaticDecoder
 
 from vista_plugin_transformers.prompt_ids import EncodedImage
-from vista_plugin_transformers.static_decode import StaticDecoder
 from vista_rl.chat_render import RenderedIds
 
 

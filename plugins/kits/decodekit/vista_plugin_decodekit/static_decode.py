@@ -9,9 +9,15 @@ so the compile is paid once per run as long as the shapes repeat.  This module m
 
 - the cache length is bucketed (``max_cache_len`` rounded up to ``length_bucket`` tokens; transformers
   also keeps the largest length it has seen, so lengths only grow a few times per run);
-- the batch is bucketed (the next power of two, capped at the backend's ``max_batch_size``): the
-  rows added are one-token prompts whose first sampled token is forced to EOS, and their outputs are
-  dropped.
+- the batch is bucketed (the next power of two, capped at ``max_rows``, the caller's batch bound):
+  the rows added are one-token prompts whose first sampled token is forced to EOS, and their
+  outputs are dropped.
+
+Why in the kit: the transformers backend (``static_cache``) and the local engine's sampler
+(``engine_config.local.static_decode``) both plan their ``generate`` calls with it, and neither
+plugin may depend on the other.  A caller that decodes some calls another way (rows continuing an
+episode's kept dynamic cache, :mod:`~vista_plugin_decodekit.episode_cache`) counts them with
+:meth:`StaticDecoder.fall_back`, so the stats say how often the static path did not run and why.
 
 Qwen2.5-VL's M-RoPE works with a static cache: ``generate`` computes the 3-D position ids and the
 rope deltas once at prefill (``_prepare_position_ids_for_generation``) and advances them per step
@@ -88,6 +94,8 @@ class StaticDecodeStats:
     dynamic_calls: int = 0
     padded_rows: int = 0
     fallback_reason: str | None = None
+    #: rows of calls the caller ran on the dynamic path although the static one was on (:meth:`StaticDecoder.fall_back`)
+    fallback_rows: int = 0
 
 
 class StaticDecoder:
@@ -108,7 +116,7 @@ class StaticDecoder:
         self.max_rows = max_rows
         self.stats = StaticDecodeStats()
 
-    def active(self, model: Any, device: str) -> tuple[bool, str | None]:
+    def active(self, model: Any, device: Any) -> tuple[bool, str | None]:
         """(use the static path, why not) for this model on this device."""
         if self.mode == "off":
             return False, "static cache turned off"
@@ -118,9 +126,17 @@ class StaticDecoder:
             return False, f"{type(model).__name__} does not declare _can_compile_fullgraph"
         return True, None
 
-    def plan(self, model: Any, device: str, inputs: Any, max_new_tokens: int, pad_id: int,
+    def fall_back(self, rows: int, reason: str) -> None:
+        """Count a call of ``rows`` rows that the caller runs on the dynamic path for its own
+        ``reason`` (what :meth:`plan` counts for the reasons it knows)."""
+        self.stats.dynamic_calls += 1
+        self.stats.fallback_rows += rows
+        self.stats.fallback_reason = reason
+
+    def plan(self, model: Any, device: Any, inputs: Any, max_new_tokens: int, pad_id: int,
              eos_ids: list[int]) -> StaticPlan:
-        """The plan for one call; ``inputs`` are the encoded, left-padded prompts (a ``BatchFeature``)."""
+        """The plan for one call; ``inputs`` are the encoded, left-padded prompts (a ``BatchFeature``
+        or a dict of tensors); ``device`` a name or a ``torch.device``."""
         rows = int(inputs["input_ids"].shape[0])
         use, why = self.active(model, device)
         if not use:
