@@ -10,6 +10,13 @@ images; rows of different cached lengths in one call; a memory bound with a full
 that does not fit).  It samples with :meth:`Policy.generation_kwargs`, so greedy replies are those
 of :meth:`Policy.sample` token for token and sampled ones come from the same distribution.
 
+With the static-cache decode on (``engine_config.local.static_decode``; :meth:`Policy.sample`), a
+call's rows that start their episode (nothing kept for them) run on the static cache and their
+caches are kept from it; rows that continue a kept cache run on the dynamic cache it is laid out
+in (the two are not combined), as a separate ``generate`` call, counted in
+``policy.static_decode.stats`` (``fallback_rows``).  With it off (the default on CPU) every row
+runs in one call, as before.
+
 The kept caches hold the policy's activations: they are valid only while its weights do not
 change.  Episodes end before the update that follows their rollout (the engine ends them as each
 finishes, and every live one when a stream stops); :meth:`CachedSampler.clear` drops them all.
@@ -18,9 +25,11 @@ finishes, and every live one when a stream stops); :meth:`CachedSampler.clear` d
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 from vista_plugin_decodekit import DEFAULT_EPISODE_CACHE_MB, EpisodeCacheStats, EpisodeKVCache, RowPrompt
+from vista_plugin_decodekit.static_decode import StaticPlan
 
 from vista_plugin_local.chat_tokens import EpisodeTokens
 from vista_plugin_local.image_input import ImageInput
@@ -69,14 +78,45 @@ class CachedSampler:
         rows = [RowPrompt(key if all(image.digest for image in prefix.images) else None, list(prefix.input_ids),
                           [_Vision(image, policy) for image in prefix.images])
                 for prefix, key in zip(prefixes, keys, strict=True)]
+        static, _ = policy.static_decode.active(policy.model, policy.device)
+        if not static:
+            return self._sample_rows(rows, max_new_tokens, temperature, top_p, static=False)
+        kept = [index for index, row in enumerate(rows) if row.key is not None and self.cache.held(row.key)]
+        fresh = sorted(set(range(len(rows))) - set(kept))
+        result: list[tuple[list[int], list[float] | None]] = [([], None)] * len(rows)
+        for group, on_static in ((fresh, True), (kept, False)):
+            if group:
+                sampled = self._sample_rows([rows[index] for index in group], max_new_tokens, temperature, top_p,
+                                            static=on_static)
+                for index, reply in zip(group, sampled, strict=True):
+                    result[index] = reply
+        return result
+
+    def _sample_rows(self, rows: Sequence[RowPrompt], max_new_tokens: int, temperature: float, top_p: float, *,
+                     static: bool) -> list[tuple[list[int], list[float] | None]]:
+        """One ``generate`` call over ``rows`` laid out by the episode cache.  ``static``: rows that
+        reuse nothing, on the static cache (the laid-out dynamic one is dropped and their caches
+        are kept from the static one); else on the dynamic cache, counted as a fallback when the
+        static decode is on."""
+        policy = self.policy
         batch = self.cache.plan(rows, policy.encoder.pad_id, policy.device, max_new_tokens)
+        inputs: dict[str, Any] = batch.inputs
+        plan = StaticPlan(inputs, rows=len(rows))
+        if static and not batch.reused:
+            inputs = {key: value for key, value in inputs.items() if key != self.cache.cache_keyword}
+            plan = policy.static_decode.plan(policy.model, policy.device, inputs, max_new_tokens,
+                                             policy.encoder.pad_id, [policy.encoder.im_end_id])
+        elif policy.static_decode.active(policy.model, policy.device)[0]:
+            policy.static_decode.fall_back(len(rows), "rows continue their episode's kept KV cache (a dynamic "
+                                           "cache; the static cache does not hold it)")
         kwargs, recorder = policy.generation_kwargs(max_new_tokens, temperature, top_p)
         with torch.no_grad(), policy.autocast():
-            out = policy.model.generate(**batch.inputs, **kwargs, return_dict_in_generate=True)
+            out = policy.model.generate(**plan.inputs, **policy.planned_kwargs(kwargs, plan),
+                                        return_dict_in_generate=True)
         returned = getattr(out, "cache", None)
         self.cache.keep(batch, out.sequences, [policy.encoder.im_end_id],
                         returned if returned is not None else getattr(out, "past_key_values", None))
-        return policy.replies(out.sequences[:, batch.width:], recorder)
+        return policy.replies(out.sequences[:, batch.width:], recorder, rows=plan.rows)
 
     def end(self, keys: Sequence[str]) -> None:
         """These episodes ended: free their caches now."""

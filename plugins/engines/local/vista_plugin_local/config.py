@@ -54,6 +54,11 @@ class LocalSection(Section):
     max_nan_steps: int = Field(3, ge=1, description="stop after this many skipped non-finite steps")
     value_coef: float = Field(0.5, ge=0.0, description="weight of the value-head loss (it shares the policy's body)")
     lora: LoraSection = Field(default_factory=LoraSection, description="LoRA adapters (off by default)")
+    static_decode: Literal["auto", "on", "off"] = Field(
+        "auto", description="rollout sampling with a static KV cache and a compiled decode step "
+        "(vista_plugin_decodekit.static_decode); auto: on CUDA only (on CPU there is no compile and no gain), "
+        "on: also on CPU (no compile there; tests), off: the dynamic cache always. Rows that continue an "
+        "episode's kept KV cache decode on the dynamic cache either way")
     packing: bool = Field(True, description="score an update's micro-batch as a few packed sequences with a "
                           "block attention mask instead of padding every row to the longest (the same log-probs "
                           "and gradients); false: the padded batch, and no shared prefix")

@@ -92,7 +92,8 @@ class MainJobReport:
     def _policy(self, path: Path) -> Policy:
         model, processor = load_pretrained(str(path))
         local = self.engine.local
-        return Policy(model, processor, self.device, precision=local.precision, image_size=self.run.rollout.image_size)
+        return Policy(model, processor, self.device, precision=local.precision, image_size=self.run.rollout.image_size,
+                      static_decode=local.static_decode)
 
     def _evaluate(self, policy: Policy, temperature: float, label: str, blank: bool = False) -> Estimate:
         """One held-out evaluation, the trainer's own (:class:`HeldOutEval`)."""

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from vista_plugin_decodekit.static_decode import StaticDecoder, StaticMode, StaticPlan
 
 from vista_plugin_local.chat_tokens import ChatEncoder, EpisodeTokens
 from vista_plugin_local.config import LoraSection
@@ -104,7 +105,7 @@ class Policy:
     """Model + processor + optional value head on one device."""
 
     def __init__(self, model: Any, processor: Any, device: torch.device, *, value_head: bool = False,
-                 precision: str = "fp32", image_size: int | None = None) -> None:
+                 precision: str = "fp32", image_size: int | None = None, static_decode: StaticMode = "auto") -> None:
         self.model = model.to(device)
         self.processor = processor
         self.device = device
@@ -122,6 +123,9 @@ class Policy:
         #: transformers does; tests and benchmarks compare the two).
         self.dedup_vision = True
         self.vision = VisionFeatures()
+        #: plans :meth:`sample`'s ``generate`` calls: a static KV cache and a compiled decode step on
+        #: CUDA (``engine_config.local.static_decode``; ``static_decode.stats``: what ran, and why not)
+        self.static_decode = StaticDecoder(static_decode)
 
     def _text_config(self) -> Any:
         config = self.model.config
@@ -209,9 +213,25 @@ class Policy:
         batch = self._model_inputs(self.collate(prefixes, left_pad=True))
         self._reset_rope_cache(self.model)
         kwargs, recorder = self.generation_kwargs(max_new_tokens, temperature, top_p, logprobs=logprobs)
+        plan = self.static_decode.plan(self.model, self.device, batch, max_new_tokens, self.encoder.pad_id,
+                                       [self.encoder.im_end_id])
         with self.autocast():
-            out = self.model.generate(**batch, **kwargs)
-        return self.replies(out[:, batch["input_ids"].shape[1]:], recorder)
+            out = self.model.generate(**plan.inputs, **self.planned_kwargs(kwargs, plan))
+        return self.replies(out[:, batch["input_ids"].shape[1]:], recorder, rows=plan.rows)
+
+    @staticmethod
+    def planned_kwargs(kwargs: dict[str, Any], plan: StaticPlan) -> dict[str, Any]:
+        """``generate``'s arguments with a static plan's: its config fields (none on the dynamic
+        path, so the call is unchanged there) and its logits processors first (the padding rows'
+        EOS, before the log-prob recorder sees the scores)."""
+        if not plan.config and not plan.processors:
+            return kwargs
+        merged = {**kwargs, **plan.config}
+        if plan.processors:
+            from transformers import LogitsProcessorList
+
+            merged["logits_processor"] = LogitsProcessorList([*plan.processors, *kwargs.get("logits_processor", [])])
+        return merged
 
     def generation_kwargs(self, max_new_tokens: int, temperature: float, top_p: float = 1.0, *,
                           logprobs: bool = True) -> tuple[dict[str, Any], LogprobRecorder | None]:
@@ -232,12 +252,14 @@ class Policy:
             kwargs.update(do_sample=False)
         return kwargs, recorder
 
-    def replies(self, new: torch.Tensor, recorder: LogprobRecorder | None) -> list[tuple[list[int], list[float] | None]]:
+    def replies(self, new: torch.Tensor, recorder: LogprobRecorder | None,
+                rows: int | None = None) -> list[tuple[list[int], list[float] | None]]:
         """Each row's sampled ids (``new``: the ids ``generate`` appended) up to and with the end
-        token, and their log-probs when recorded."""
+        token, and their log-probs when recorded; only the first ``rows`` rows (the rest are a
+        static plan's padding rows; ``None``: all)."""
         picked = recorder.finish(new) if recorder is not None else None
         result: list[tuple[list[int], list[float] | None]] = []
-        for row, tokens in enumerate(new.tolist()):
+        for row, tokens in enumerate(new[:rows].tolist()):
             ids: list[int] = []
             for token in tokens:
                 ids.append(int(token))

@@ -44,12 +44,12 @@ __all__ = ["FAILURES_FILE", "EngineState", "LocalEngine", "StepHook", "TrainingE
 
 def build_policy(run: RunConfig, config: LocalEngineConfig, device: torch.device) -> Policy:
     """``run.model`` as the policy the local engine trains: a value head when the estimator needs a
-    critic, the precision and LoRA adapters of ``engine_config.local``, and ``rollout.image_size`` for
+    critic, the precision, static decode and LoRA adapters of ``engine_config.local``, and ``rollout.image_size`` for
     the encoder, so recorded images (the SFT stage's) are shown at the size every rollout shows."""
     model, processor = load_pretrained(run.model.path)
     local = config.local
     policy = Policy(model, processor, device, value_head=config.algorithm.uses_critic,
-                    precision=local.precision, image_size=run.rollout.image_size)
+                    precision=local.precision, image_size=run.rollout.image_size, static_decode=local.static_decode)
     if local.lora.enabled:
         policy.enable_lora(local.lora)
     return policy

@@ -68,6 +68,7 @@ CHANGES: dict[str, Any] = {
     "engine_config.local.lora.r": 4, "engine_config.local.lora.alpha": 8, "engine_config.local.lora.dropout": 0.1,
     "engine_config.local.lora.target_modules": ["q_proj"], "engine_config.local.packing": False,
     "engine_config.local.shared_prefix": True,
+    "engine_config.local.static_decode": "on",
     "engine_config.verl.critic_lr": 2e-5, "engine_config.verl.cluster.n_gpus_per_node": 8,
     "engine_config.verl.cluster.nnodes": 2, "engine_config.verl.cluster.rollout_backend": "sglang",
     "engine_config.verl.cluster.tensor_parallel_size": 2, "engine_config.verl.cluster.gpu_memory_utilization": 0.6,

@@ -139,6 +139,8 @@ NOT_TRAINED: dict[str, str] = {
     "engine_config.local.packing": "the local update's memory layout (the same log-probs and gradients); verl "
                                    "packs with actor_rollout_ref.model.use_remove_padding",
     "engine_config.local.shared_prefix": "the local update's memory layout (the same log-probs and gradients)",
+    "engine_config.local.static_decode": "the local sampler's KV cache (static or dynamic: the same greedy replies); "
+                                         "verl samples with engine_config.verl.cluster.rollout_backend",
 }
 
 #: Keys that matter only when another setting is on: key -> overrides that turn it on (the coverage

@@ -30,6 +30,7 @@ DEFAULTS: dict[str, Any] = {
              "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj"]},
     "packing": True,
     "shared_prefix": None,
+    "static_decode": "auto",
 }
 #: verl's devices: Ray places each worker on its own GPU(s) of the cluster.
 GPU_DEVICES = ("auto", "cuda")
@@ -81,11 +82,11 @@ def refusals(section: dict[str, Any], uses_critic: bool, image_size: int | None 
 
 
 def warnings(section: dict[str, Any]) -> list[str]:
-    """Local memory-layout switches that change nothing verl trains, named when set."""
+    """Local memory-layout and sampling-cache switches that change nothing verl trains, named when set."""
     from vista_plugin_verl.coverage import NOT_TRAINED
 
     out = []
-    for key in ("packing", "shared_prefix"):
+    for key in ("packing", "shared_prefix", "static_decode"):
         if section.get(key, DEFAULTS[key]) != DEFAULTS[key]:
             out.append(f"{PREFIX}.{key}: not used by verl ({NOT_TRAINED[f'{PREFIX}.{key}']})")
     return out

@@ -276,7 +276,9 @@ class EpisodeKVCache:
     def keep(self, batch: CachedBatch, sequences: torch.Tensor, eos_ids: Sequence[int], cache: Any = None) -> None:
         """Store each keyed row's cache after ``generate``: its prompt and the reply tokens fed back
         (up to and with its first EOS).  ``sequences``: ``generate``'s output ids; ``cache``: the
-        cache it returned (default: the one planned, which ``generate`` grows in place).  The
+        cache it returned (default: the one planned, which ``generate`` grows in place; a static
+        cache when the call ran on one instead, :mod:`~vista_plugin_decodekit.static_decode`, whose
+        rows past ``batch``'s are padding and are not kept).  The
         call's staged buffers go back to the pool after it: nothing may read its inputs or cache then."""
         try:
             self._keep(batch, sequences, eos_ids, cache)
@@ -288,7 +290,9 @@ class EpisodeKVCache:
         layers = list(getattr(cache if cache is not None else batch.cache, "layers", []))
         if not layers:
             return
-        held = int(layers[0].keys.shape[-2])
+        # the columns written: the prompt and every sampled token but the last (never fed back); a
+        # static cache's layers are longer (their unwritten tail), a dynamic one's are exactly that
+        held = min(int(layers[0].keys.shape[-2]), int(sequences.shape[1]) - 1)
         generated_fed = held - batch.width
         eos = set(eos_ids)
         with self._lock:
