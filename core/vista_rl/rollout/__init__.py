@@ -1,6 +1,7 @@
 """The multi-turn rollout engine (see :mod:`vista_rl.rollout.engine`), the per-turn core every
 engine shares (:mod:`vista_rl.rollout.episode` for one episode's life, :mod:`vista_rl.rollout.turn`
-for one reply) and rollout metrics, with the 95% intervals every reported
+for one reply) and rollout metrics, the teacher episodes an SFT stage learns from
+(:func:`teacher_episodes`), with the 95% intervals every reported
 rate carries (:class:`Estimate`, :func:`mean`, :func:`proportion`)."""
 
 from vista_rl._stats import Estimate, mean, proportion
@@ -23,6 +24,7 @@ from vista_rl.rollout.model_workers import (
     warm_up,
 )
 from vista_rl.rollout.stats import EpisodeStats
+from vista_rl.rollout.teacher_data import TeacherEpisodes, teacher_episodes
 from vista_rl.rollout.token_view import TokenViewBuilder
 from vista_rl.rollout.turn import (
     MAX_TOOL_CALLS_PER_TURN,
@@ -45,8 +47,8 @@ __all__ = [
     "Call", "CallKind", "CallOutcome", "CallPool", "Chunk", "EpisodeDriver", "EpisodeSpec", "EpisodeStats",
     "Estimate", "MAX_TOOL_CALLS_PER_TURN",
     "ModelWorkerError", "ProcessModelWorkerPool", "RolloutEngine", "RolloutMetrics", "RolloutTimings",
-    "TokenViewBuilder", "ToolExecution", "TurnOutcome", "add_timings", "episode_specs",
+    "TeacherEpisodes", "TokenViewBuilder", "ToolExecution", "TurnOutcome", "add_timings", "episode_specs",
     "execute_tool_calls", "failed_trajectory", "make_backend", "make_chunks", "make_env_tools", "make_pool", "mean",
     "open_env", "parse_tool_calls", "proportion", "reflection_message", "run_chunk", "run_detached", "step_outcome",
-    "tool_context", "tool_outcome", "warm_up"
+    "teacher_episodes", "tool_context", "tool_outcome", "warm_up"
 ]

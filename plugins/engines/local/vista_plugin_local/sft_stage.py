@@ -18,12 +18,12 @@ from vista_plugin_local.policy import Policy, micro_batches
 from vista_plugin_local.sft_data import examples_from_turns, load_jsonl, trajectory_pieces
 from vista_plugin_local.step_metrics import SftUpdateMetrics
 from vista_rl.config import RunConfig
-from vista_rl.rollout.teacher_data import teacher_episodes
+from vista_rl.rollout import teacher_episodes
 
 
 def sft_examples(run: RunConfig, encoder: ChatEncoder, per_turn: bool, console: Console) -> list[EpisodeTokens]:
     """The SFT data: ``sft.path``'s recorded trajectories, or the env oracle's episodes on ``sft.seeds``
-    (:func:`vista_rl.rollout.teacher_data.teacher_episodes`, shared with the verl engine)."""
+    (:func:`vista_rl.rollout.teacher_episodes`, shared with the verl engine)."""
     sft, rollout = run.sft, run.rollout
     if sft.source == "jsonl":
         assert sft.path is not None

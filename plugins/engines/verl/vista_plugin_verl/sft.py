@@ -109,8 +109,8 @@ def episode_rows(trajectory: Trajectory, per_turn: bool, window_size: int | None
 
 def oracle_rows(run: RunConfig) -> tuple[list[dict[str, Any]], str]:
     """The SFT rows of the env oracle's episodes on ``sft.seeds`` as the local engine keeps them
-    (:func:`vista_rl.rollout.teacher_data.teacher_episodes`), and a one-line summary."""
-    from vista_rl.rollout.teacher_data import teacher_episodes
+    (:func:`vista_rl.rollout.teacher_episodes`), and a one-line summary."""
+    from vista_rl.rollout import teacher_episodes
 
     episodes = teacher_episodes(run)
     rollout = run.rollout
