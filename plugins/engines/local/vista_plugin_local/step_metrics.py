@@ -43,22 +43,14 @@ class UpdateMetrics(TypedDict):
     advantage_mean: float
 
 
-class StepMetrics(TypedDict):
-    """One RL step's line of ``metrics.jsonl``: its rollout, timings and update.  A step whose every
-    episode failed has no update: it carries ``optimizer_steps=0`` and ``nan_skipped=False`` only."""
+class StepMetrics(RolloutMetrics):
+    """One RL step's line of ``metrics.jsonl``: its rollout (the inherited keys), timings and update.
+    A step whose every episode failed has no update: it carries ``optimizer_steps=0`` and
+    ``nan_skipped=False`` only."""
 
     stage: Literal["rl"]
     step: int
     global_step: int
-    reward_mean: float
-    reward_std: float
-    success_rate: float
-    turns_mean: float
-    tool_calls_mean: float
-    env_errors: int
-    cut_off_episodes: int
-    trained_episodes: int
-    trained_sequences: int
     lr: float
     response_tokens_mean: NotRequired[float]
     sequence_tokens_mean: NotRequired[float]
