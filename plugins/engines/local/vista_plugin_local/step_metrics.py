@@ -43,14 +43,24 @@ class UpdateMetrics(TypedDict):
     advantage_mean: float
 
 
-class StepMetrics(RolloutMetrics):
-    """One RL step's line of ``metrics.jsonl``: its rollout (the inherited keys), timings and update.
-    A step whose every episode failed has no update: it carries ``optimizer_steps=0`` and
-    ``nan_skipped=False`` only."""
+class StepMetrics(TypedDict):
+    """One RL step's line of ``metrics.jsonl``: its rollout, timings and update.  A step whose every
+    episode failed has no update: it carries ``optimizer_steps=0`` and ``nan_skipped=False`` only.
+    The rollout's keys are written out again, not inherited from :class:`RolloutMetrics`: the order
+    here is the order of the line's keys (tested), and inherited keys would come first."""
 
     stage: Literal["rl"]
     step: int
     global_step: int
+    reward_mean: float
+    reward_std: float
+    success_rate: float
+    turns_mean: float
+    tool_calls_mean: float
+    env_errors: int
+    cut_off_episodes: int
+    trained_episodes: int
+    trained_sequences: int
     lr: float
     response_tokens_mean: NotRequired[float]
     sequence_tokens_mean: NotRequired[float]
