@@ -148,7 +148,7 @@ def measure_overhead(backend: Any, label: str, batch: int, max_tokens: int) -> d
             RolloutEngine(backend, settings, seed=0) as engine:
         started = time.perf_counter()
         token_views = 0
-        for trajectory in engine.stream(episode_specs(ENV_ID, seeds)):
+        for trajectory in engine.stream(episode_specs(ENV_ID, seeds), image_sink=writer.write_images):  # as vista eval
             token_views += trajectory.token_view is not None
             writer.write(trajectory)
         writer.flush()  # the run is done when every line and image is on disk
@@ -194,7 +194,7 @@ def profile_overhead(backend: Any, batch: int, max_tokens: int, top: int) -> dic
     with tempfile.TemporaryDirectory() as tmp, RunWriter(Path(tmp) / "run", html=False) as writer, \
             RolloutEngine(backend, settings, seed=0) as engine:
         profiler.enable()
-        for trajectory in engine.stream(episode_specs(ENV_ID, range(batch, 2 * batch))):
+        for trajectory in engine.stream(episode_specs(ENV_ID, range(batch, 2 * batch)), image_sink=writer.write_images):
             writer.write(trajectory)
         writer.flush()
         profiler.disable()
@@ -299,7 +299,8 @@ def measure_memory(episodes: int, batch: int) -> dict[str, Any]:
         samples["start_mb"] = rss_mb()
         started = time.perf_counter()
         with RunWriter(run_dir) as writer, RolloutEngine(backend, settings) as engine:
-            for index, trajectory in enumerate(engine.stream(episode_specs(ENV_ID, range(episodes)))):
+            for index, trajectory in enumerate(engine.stream(episode_specs(ENV_ID, range(episodes)),
+                                                             image_sink=writer.write_images)):
                 writer.write(trajectory)
                 metrics.add(trajectory)
                 if index + 1 == max(1, episodes // 10):

@@ -224,3 +224,41 @@ def test_a_failed_image_write_is_raised_and_no_later_line_names_a_missing_image(
     seeds = [json.loads(line)["seed"] for line in (tmp_path / "trajectories.jsonl").read_text().splitlines()]
     assert seeds == [0]
     assert not writer._thread.is_alive()
+
+
+def test_images_written_ahead_by_the_rollout_give_the_same_run(tmp_path):
+    """``RolloutEngine.stream(image_sink=writer.write_images)`` (what ``vista eval`` does) hands the
+    writer each turn's images before the model call; the run directory must be the one a run without
+    it writes: the same lines, the same PNGs, and every image its lines name is on disk."""
+    specs = list(episode_specs(COUNTER, range(3), group_size=2))
+    plain = _write_run(tmp_path / "plain", specs)
+    config = RunConfig(env={"id": COUNTER}, output_dir=str(tmp_path / "ahead"))
+    handed: list[str] = []
+    ahead = []
+    with RunWriter(tmp_path / "ahead", config) as writer, RolloutEngine(CharTokenBackend(oracle=True)) as engine:
+
+        def sink(images):
+            handed.extend(image_hash(image) for image in images)
+            writer.write_images(images)
+
+        for trajectory in engine.stream(specs, image_sink=sink):
+            writer.write(trajectory)
+            ahead.append(trajectory.to_dict())
+    assert ahead == plain
+    named = {ref for record in RunReader(tmp_path / "ahead") for turn in record.turns for ref in turn.image_refs}
+    assert set(handed) == named and len(handed) > len(named)  # each turn's images, repeats included
+    assert {p.name for p in (tmp_path / "ahead" / "images").glob("*.png")} == \
+        {p.name for p in (tmp_path / "plain" / "images").glob("*.png")}
+
+
+def test_images_written_ahead_write_no_line(tmp_path):
+    """Images queued with ``write_images`` reach disk on ``flush`` (each distinct one once), with no
+    trajectory line."""
+    from PIL import Image
+
+    images = [Image.new("RGB", (8, 8), colour) for colour in ("red", "blue", "red")]
+    with RunWriter(tmp_path) as writer:
+        writer.write_images(images)
+        writer.flush()
+        assert {p.stem for p in (tmp_path / "images").glob("*.png")} == {image_hash(image) for image in images}
+        assert (tmp_path / "trajectories.jsonl").read_bytes() == b""

@@ -212,7 +212,10 @@ def run_eval(config: RunConfig, backend: ModelBackend | None, console: Console, 
                           f"running the {len(todo)} missing", soft_wrap=True)
         with Progress(*columns, console=console, transient=True) as progress:
             task = progress.add_task(f"eval {config.env.id}", total=len(todo), success="-")
-            for trajectory in engine.stream(todo):
+            # one process: its images go to the writer as they arrive (the workers' pool has no sink)
+            finished = (engine.stream(todo, image_sink=writer.write_images) if isinstance(engine, RolloutEngine)
+                        else engine.stream(todo))
+            for trajectory in finished:
                 writer.write(trajectory)
                 metrics.add(trajectory)
                 seen_seeds.add(trajectory.seed)

@@ -27,6 +27,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from PIL import Image
+
 from vista_rl.config import RolloutSection
 from vista_rl.env import Env
 from vista_rl.model import EpisodeStateBackend, Generation, ModelBackend, SamplingParams
@@ -131,11 +133,14 @@ class RolloutEngine:
         return list(self.stream(episodes, ordered=True, sampling=sampling))
 
     def stream(self, episodes: Iterable[EpisodeSpec], ordered: bool = False,
-               sampling: SamplingParams | None = None) -> Iterator[Trajectory]:
+               sampling: SamplingParams | None = None,
+               image_sink: Callable[[list[Image.Image]], None] | None = None) -> Iterator[Trajectory]:
         """Yield trajectories as episodes finish (or in input order with ``ordered=True``, which
         holds finished ones until their predecessors are done), sampled with ``sampling`` (default:
-        ``engine.sampling``)."""
-        finished = self._stream(episodes, sampling or self.sampling)
+        ``engine.sampling``).  ``image_sink`` is handed each turn's new observation images just
+        before the model is called (:meth:`~vista_rl.store.RunWriter.write_images`), so a run
+        writer encodes them while the model works."""
+        finished = self._stream(episodes, sampling or self.sampling, image_sink)
         if not ordered:
             yield from finished
             return
@@ -159,7 +164,8 @@ class RolloutEngine:
         self.close()
 
     # ------------------------------------------------------------------- the loop
-    def _stream(self, episodes: Iterable[EpisodeSpec], sampling: SamplingParams) -> Iterator[Trajectory]:
+    def _stream(self, episodes: Iterable[EpisodeSpec], sampling: SamplingParams,
+                image_sink: Callable[[list[Image.Image]], None] | None = None) -> Iterator[Trajectory]:
         """Each episode leaves ``live`` (or ``ending``) before it is finished and yielded, so that one
         the consumer never took (a stream closed early) is ended and closed here, once."""
         pending = enumerate(episodes)
@@ -179,7 +185,7 @@ class RolloutEngine:
                         yield self._finish(ending.pop(0))
                 if not live:
                     break
-                self._turn(live, sampling)
+                self._turn(live, sampling, image_sink)
                 ending = [episode for episode in live if episode.done]
                 live = [episode for episode in live if not episode.done]
                 while ending:
@@ -207,12 +213,15 @@ class RolloutEngine:
         return drivers
 
     # ------------------------------------------------------------------ one turn
-    def _turn(self, live: list[EpisodeDriver], sampling: SamplingParams) -> None:
+    def _turn(self, live: list[EpisodeDriver], sampling: SamplingParams,
+              image_sink: Callable[[list[Image.Image]], None] | None = None) -> None:
         oracles = self._ask_oracles(live, sampling.seed) if self._needs_oracle else {}
         active = [episode for episode in live if not episode.done]
         if not active:
             return
         chats = [episode.chat() for episode in active]
+        if image_sink is not None:  # the newest message holds what this turn's observation or tool added
+            image_sink([image for chat in chats if chat for image in chat[-1].images])
         outputs = self._generate(active, chats, oracles, sampling)
         if outputs is None:
             return

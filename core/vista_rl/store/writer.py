@@ -34,7 +34,7 @@ import math
 import platform
 import queue
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields, is_dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -144,7 +144,9 @@ def trajectory_line(trajectory: Trajectory) -> str:
         return to_json_line(trajectory.to_dict())
 
 
-_Job = tuple[bytes, dict[str, Any]]
+#: a trajectory's line and the images it names that are not on disk yet; a line of ``None`` is
+#: images written ahead of their trajectory (:meth:`RunWriter.write_images`)
+_Job = tuple[bytes | None, dict[str, Any]]
 """One episode for the background writer: its line and the images it names that are not on disk."""
 
 
@@ -273,6 +275,21 @@ class RunWriter:
         self._queue.put((line, new))
         self.count += 1
 
+    def write_images(self, images: Sequence[Any]) -> None:
+        """Queue ``images`` for the background writer before the trajectory that shows them is
+        written.  Why: a batch's episodes tend to end together, so without this every PNG of the batch
+        is encoded after its last episode, while the caller waits; queued as each turn's observations
+        arrive (the rollout engine's ``image_sink``), the encoding overlaps the model's work.
+        Images already on disk or queued are skipped; the trajectory's own write stays the one that
+        guarantees its images (a line never goes to disk before them: one queue, one thread)."""
+        if self._file is None:
+            raise RuntimeError("the run writer is closed")
+        self._raise_errors()
+        new: dict[str, Any] = {}
+        self._refs(list(images), new)
+        if new:
+            self._queue.put((None, new))
+
     def _drain(self) -> None:
         """The background writer: images first, then the line, one episode at a time.  Ends on the
         ``None`` that ``close`` queues, or when the interpreter is shutting down and the queue is empty."""
@@ -300,7 +317,7 @@ class RunWriter:
                 save_image(image, self.images_dir, ref)
             except Exception as exc:  # noqa: BLE001 - recorded and raised on the caller's thread
                 self.errors.append(f"writing image {ref}.png failed: {type(exc).__name__}: {exc}")
-        if self.errors:
+        if self.errors or line is None:
             return
         try:
             self._file.write(line)
