@@ -144,10 +144,9 @@ def trajectory_line(trajectory: Trajectory) -> str:
         return to_json_line(trajectory.to_dict())
 
 
-#: a trajectory's line and the images it names that are not on disk yet; a line of ``None`` is
-#: images written ahead of their trajectory (:meth:`RunWriter.write_images`)
 _Job = tuple[bytes | None, dict[str, Any]]
-"""One episode for the background writer: its line and the images it names that are not on disk."""
+"""One episode for the background writer: its line and the images it names that are not on disk;
+a line of ``None`` carries images written ahead of their trajectory (:meth:`RunWriter.write_images`)."""
 
 
 EpisodeKey = tuple[str, int | None, int]
