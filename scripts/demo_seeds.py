@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
 from vista_plugin_local.job_rows import SUMMARY_FILE
 from vista_plugin_local.verdict import seeds_verdict
+
+#: demo.sh's last line for a main-job run: "wall time: training and its evals A s, report B s, total C s"
+WALL_LINE = re.compile(r"^wall time: .*total (\d+) s$")
 
 
 def cell(record: dict[str, Any] | None) -> str:
@@ -30,6 +34,18 @@ def best(judged: dict[str, Any], kind: str) -> tuple[str, dict[str, Any] | None]
     if not measured:
         return (rows[0][0] if rows else kind), None
     return max(measured, key=lambda item: (item[1]["value"], item[1]["ci95_high"]))
+
+
+def wall_seconds(summary: dict[str, Any], run_dir: Path) -> float | None:
+    """The run's wall time: its summary's ``wall_s`` (the tool and grounded harnesses time themselves),
+    else the total that ``demo.sh`` logged for it (the main job's harness starts after training)."""
+    wall = summary.get("wall_s")
+    if isinstance(wall, (int, float)):
+        return float(wall)
+    log = run_dir / "demo.log"
+    lines = log.read_text(errors="replace").splitlines() if log.is_file() else []
+    found = [match for line in lines if (match := WALL_LINE.search(line))]
+    return float(found[-1].group(1)) if found else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,11 +66,11 @@ def main(argv: list[str] | None = None) -> int:
     for index, summary in enumerate(summaries):
         judged = summary.get("judged") or {}
         picked = {kind: best(judged, kind) for kind in kinds}
-        wall = summary.get("wall_s")
+        wall = wall_seconds(summary, Path(summary["run_dir"]))
         table.append([str(summary.get("seed", f"? ({index})")), cell(judged.get("RL")),
                       *(cell(picked[kind][1]) for kind in kinds),
                       "PASS" if summary["verdict"].get("passed") else "FAIL",
-                      f"{wall:.0f}" if isinstance(wall, (int, float)) else "-"])
+                      f"{wall:.0f}" if wall is not None else "-"])
     if summaries and summaries[0].get("env"):
         print(f"\n{summaries[0].get('job', '')} job on {summaries[0]['env']}, teacher "
               f"'{summaries[0].get('teacher', '?')}': held-out sampled success per seed, 95% CIs")

@@ -53,3 +53,20 @@ def test_demo_sh_refuses_a_malformed_seed_list() -> None:
     done = subprocess.run(["bash", str(ROOT / "scripts" / "demo.sh"), "--seeds", "0,x"], capture_output=True,
                           text=True, check=False)
     assert done.returncode == 2 and "comma-separated" in done.stderr
+
+
+def test_a_main_job_run_takes_its_wall_time_from_demo_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The main job's summary has no ``wall_s`` (its harness starts after training); the table takes
+    the total ``demo.sh`` logged for the run, and says ``-`` when there is none."""
+    run = summary(tmp_path / "main", 1, False, 0.6)
+    data = json.loads((run / "job_summary.json").read_text())
+    del data["wall_s"]
+    (run / "job_summary.json").write_text(json.dumps(data))
+
+    def row() -> str:
+        _script().main([str(run)])
+        return next(line for line in capsys.readouterr().out.splitlines() if line.strip().startswith("1 "))
+
+    assert row().rstrip().endswith("-")
+    (run / "demo.log").write_text("VERDICT: FAIL\nwall time: training and its evals 150 s, report 152 s, total 302 s\n")
+    assert row().rstrip().endswith("302")
