@@ -235,6 +235,7 @@ def test_images_written_ahead_by_the_rollout_give_the_same_run(tmp_path):
     config = RunConfig(env={"id": COUNTER}, output_dir=str(tmp_path / "ahead"))
     handed: list[str] = []
     ahead = []
+    images_dir = tmp_path / "ahead" / "images"
     with RunWriter(tmp_path / "ahead", config) as writer, RolloutEngine(CharTokenBackend(oracle=True)) as engine:
 
         def sink(images):
@@ -242,6 +243,9 @@ def test_images_written_ahead_by_the_rollout_give_the_same_run(tmp_path):
             writer.write_images(images)
 
         for trajectory in engine.stream(specs, image_sink=sink):
+            writer.flush()  # what the sink queued is on disk before the trajectory itself is written
+            shown = [image for turn in trajectory.turns for image in turn.images]
+            assert shown and all((images_dir / f"{image_hash(image)}.png").is_file() for image in shown)
             writer.write(trajectory)
             ahead.append(trajectory.to_dict())
     assert ahead == plain
