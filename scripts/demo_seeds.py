@@ -1,8 +1,10 @@
 """One table for a multi-seed demo (``bash scripts/demo.sh [--tools|--grounded] --seeds 0,1,2``): a
 row per seed with the rows the verdict judged (sampled success, 95% CIs), that seed's verdict, and
 the count of seeds that passed.  A multi-seed verdict passes only if every seed passed (issue 38).
+It also draws the seeds' curves (``vista_plugin_local.seed_curves``) into ``--plot`` (default: beside
+the runs, ``FIRST_RUN-seeds.png``).
 
-    python scripts/demo_seeds.py RUN_DIR [RUN_DIR ...]     # each holds job_summary.json
+    python scripts/demo_seeds.py RUN_DIR [RUN_DIR ...] [--plot PNG]   # each holds job_summary.json
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from vista_plugin_local.job_rows import SUMMARY_FILE
+from vista_plugin_local.seed_curves import best_row, plot_seed_curves
 from vista_plugin_local.verdict import seeds_verdict
 
 #: demo.sh's last line for a main-job run: "wall time: training and its evals A s, report B s, total C s"
@@ -25,15 +28,6 @@ def cell(record: dict[str, Any] | None) -> str:
     if record is None:
         return "(missing)"
     return f"{record['value']:.3f} [{record['ci95_low']:.3f}, {record['ci95_high']:.3f}]"
-
-
-def best(judged: dict[str, Any], kind: str) -> tuple[str, dict[str, Any] | None]:
-    """The strongest row of a kind (highest success), as the verdict's SFT row is the best of three."""
-    rows = [(name, record) for name, record in judged.items() if name.startswith(f"{kind}: ")]
-    measured = [(name, record) for name, record in rows if record is not None]
-    if not measured:
-        return (rows[0][0] if rows else kind), None
-    return max(measured, key=lambda item: (item[1]["value"], item[1]["ci95_high"]))
 
 
 def wall_seconds(summary: dict[str, Any], run_dir: Path) -> float | None:
@@ -51,6 +45,7 @@ def wall_seconds(summary: dict[str, Any], run_dir: Path) -> float | None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("run_dirs", nargs="+", type=Path)
+    parser.add_argument("--plot", type=Path, help="where to draw the seeds' curves (PNG)")
     args = parser.parse_args(argv)
     summaries: list[dict[str, Any]] = []
     for run_dir in args.run_dirs:
@@ -65,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     table = []
     for index, summary in enumerate(summaries):
         judged = summary.get("judged") or {}
-        picked = {kind: best(judged, kind) for kind in kinds}
+        picked = {kind: best_row(judged, kind) for kind in kinds}
         wall = wall_seconds(summary, Path(summary["run_dir"]))
         table.append([str(summary.get("seed", f"? ({index})")), cell(judged.get("RL")),
                       *(cell(picked[kind][1]) for kind in kinds),
@@ -78,12 +73,16 @@ def main(argv: list[str] | None = None) -> int:
     for row in [header, *table]:
         print("  " + "  ".join(value.ljust(width) for value, width in zip(row, widths, strict=True)))
     for summary in summaries:
-        sft = best(summary.get("judged") or {}, "sft")[0].removeprefix("sft: ")
+        sft = best_row(summary.get("judged") or {}, "sft")[0].removeprefix("sft: ")
         print(f"  seed {summary.get('seed')}: best SFT row {sft}; run {summary['run_dir']}")
     combined = seeds_verdict({(s["seed"] if isinstance(s.get("seed"), int) else -1 - index): bool(
         s["verdict"].get("passed")) for index, s in enumerate(summaries)})
     print(f"{combined.passed_count}/{len(summaries)} seeds passed")
     print(combined.line())
+    drawn = [(Path(s["run_dir"]), s) for s in summaries if s.get("judged")]
+    picture = args.plot or args.run_dirs[0].parent / f"{args.run_dirs[0].name}-seeds.png"
+    if plot_seed_curves(drawn, picture) is not None:
+        print(f"curves per seed: {picture}")
     return 0 if combined.passed else 1
 
 

@@ -70,3 +70,22 @@ def test_a_main_job_run_takes_its_wall_time_from_demo_log(tmp_path: Path, capsys
     assert row().rstrip().endswith("-")
     (run / "demo.log").write_text("VERDICT: FAIL\nwall time: training and its evals 150 s, report 152 s, total 302 s\n")
     assert row().rstrip().endswith("302")
+
+
+def test_the_seeds_curves_are_drawn_from_each_runs_metrics(tmp_path: Path) -> None:
+    """A panel per seed from the run's own ``metrics.jsonl``; SFT steps and steps without success are
+    not RL points; a run with no RL steps still gets its bands."""
+    pytest.importorskip("matplotlib")
+    from vista_plugin_local.seed_curves import plot_seed_curves, rl_success_per_step, running_mean
+
+    run = summary(tmp_path / "a", 0, True, 0.6)
+    lines = [{"stage": "sft", "step": 1, "loss": 1.0}, {"stage": "rl", "step": 1, "success_rate": 0.25},
+             {"stage": "rl", "step": 2, "success_rate": 0.75}, {"stage": "rl", "step": 3, "loss": 0.1}]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert rl_success_per_step(run) == [(1, 0.25), (2, 0.75)]
+    assert running_mean([0.0, 1.0, 1.0, 0.0], window=2) == [0.0, 0.5, 1.0, 0.5]
+    bare = summary(tmp_path / "b", 1, False, 0.78)
+    assert _script().main([str(run), str(bare), "--plot", str(tmp_path / "seeds.png")]) == 1
+    drawn = tmp_path / "seeds.png"
+    assert drawn.stat().st_size > 10_000 and drawn.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert plot_seed_curves([], tmp_path / "none.png") is None and not (tmp_path / "none.png").exists()

@@ -1,0 +1,96 @@
+"""The picture of a multi-seed demo (issue 38): one panel per seed, RL's training success per step
+against the held-out levels the verdict judged it by.
+
+Why a picture: when a job fails its verdict, the question is *how*: whether RL never moved, climbed to
+the teacher and stopped, or climbed past it but not beyond the CIs.  The table gives one number per
+row; the curve shows where RL went and the bands show what it had to clear.  Each panel draws
+
+- RL's training success per step (``metrics.jsonl``, rollouts at the run's training temperature) and
+  its running mean over ``SMOOTH`` steps;
+- RL's held-out sampled success (the verdict's number, with its 95% CI) at the last step;
+- a band per judged row (teacher, the best SFT row, the blind baseline, the ablation): its held-out
+  sampled success and 95% CI, flat across the steps because each is one model or one policy.
+
+matplotlib is optional (as for ``reward_success.png``): without it nothing is drawn.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from vista_plugin_local.metrics import STEP_METRICS_FILE, read_jsonl
+
+SMOOTH = 10
+#: judged-row kind -> colour of its band (the verdict's kinds, ``vista_plugin_local.verdict``).
+BAND_COLOURS = {"teacher": "tab:red", "sft": "tab:green", "blind": "tab:grey", "ablation": "tab:purple"}
+
+
+def best_row(judged: dict[str, Any], kind: str) -> tuple[str, dict[str, Any] | None]:
+    """The strongest row of a kind (highest success), as the verdict's SFT row is the best of three."""
+    rows = [(name, record) for name, record in judged.items() if name.startswith(f"{kind}: ")]
+    measured = [(name, record) for name, record in rows if record is not None]
+    if not measured:
+        return (rows[0][0] if rows else kind), None
+    return max(measured, key=lambda item: (item[1]["value"], item[1]["ci95_high"]))
+
+
+def rl_success_per_step(run_dir: Path) -> list[tuple[int, float]]:
+    """``(step, training success)`` of the run's RL steps, in order; steps without the metric are skipped."""
+    return [(int(row["step"]), float(row["success_rate"])) for row in read_jsonl(run_dir / STEP_METRICS_FILE)
+            if row.get("stage") == "rl" and isinstance(row.get("success_rate"), (int, float))]
+
+
+def running_mean(values: list[float], window: int = SMOOTH) -> list[float]:
+    """The mean of each value and up to ``window - 1`` before it (shorter at the start, never padded)."""
+    return [sum(values[max(0, i + 1 - window):i + 1]) / (i + 1 - max(0, i + 1 - window)) for i in range(len(values))]
+
+
+def plot_seed_curves(runs: list[tuple[Path, dict[str, Any]]], path: Path) -> Path | None:
+    """Draw one panel per ``(run_dir, job_summary)`` into ``path``; ``None`` without matplotlib or runs."""
+    if not runs:
+        return None
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    figure, axes = plt.subplots(1, len(runs), figsize=(4.2 * len(runs), 3.8), squeeze=False, sharey=True)
+    for axis, (run_dir, summary) in zip(axes[0], runs, strict=True):
+        _panel(axis, run_dir, summary)
+    axes[0][0].set_ylabel("success")
+    first = runs[0][1]
+    figure.suptitle(f"{first.get('job', '')} job on {first.get('env', '?')}, teacher '{first.get('teacher', '?')}'\n"
+                    "RL training success per step against the held-out rows (sampled, 95% CIs)", fontsize=9)
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path
+
+
+def _panel(axis: Any, run_dir: Path, summary: dict[str, Any]) -> None:
+    judged = summary.get("judged") or {}
+    curve = rl_success_per_step(run_dir)
+    last = curve[-1][0] if curve else 1
+    for kind, colour in BAND_COLOURS.items():
+        name, record = best_row(judged, kind)
+        if record is None:
+            continue
+        axis.axhspan(record["ci95_low"], record["ci95_high"], color=colour, alpha=0.15, lw=0)
+        axis.axhline(record["value"], color=colour, lw=1, ls="--", label=name.split(": ", 1)[-1])
+    if curve:
+        steps, success = zip(*curve, strict=True)
+        axis.plot(steps, success, color="tab:blue", lw=0.6, alpha=0.4, label="RL, training success")
+        axis.plot(steps, running_mean(list(success)), color="tab:blue", lw=1.5, label=f"RL, mean of {SMOOTH} steps")
+    rl = judged.get("RL")
+    if rl is not None:
+        axis.errorbar([last], [rl["value"]], yerr=[[rl["value"] - rl["ci95_low"]], [rl["ci95_high"] - rl["value"]]],
+                      fmt="o", color="tab:blue", capsize=3, label="RL, held-out")
+    verdict = "PASS" if (summary.get("verdict") or {}).get("passed") else "FAIL"
+    axis.set_title(f"seed {summary.get('seed', '?')}: {verdict}", fontsize=9)
+    axis.set_xlabel("RL step")
+    axis.set_ylim(-0.02, 1.02)
+    axis.legend(loc="lower right", fontsize=6)
