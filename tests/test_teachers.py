@@ -4,10 +4,12 @@ the env config (``teacher: NAME``)."""
 
 from __future__ import annotations
 
+import zlib
+
 import pytest
 from vista_plugin_frozenlake.lake import ACTION_NAMES, from_rows
 from vista_plugin_frozenlake.teachers import coin_walk_plan, goalward_plan, hole_blind_plan
-from vista_plugin_grounding.teachers import teacher_place
+from vista_plugin_grounding.teachers import coin, teacher_place
 from vista_plugin_sokoban.level import Moved, move, parse_level
 from vista_plugin_sokoban.solver import solve
 from vista_plugin_sokoban.teachers import UP, teacher_plan
@@ -75,6 +77,7 @@ SOKOBAN = {"render_mode": "text", "prompt_format": "no_think", "max_actions_per_
     ("visual_search/zoom-small-v0", {"prompt_format": "no_think"}, "first_column", 0.45, 0.8),
     ("visual_search/zoom-small-v0", {"prompt_format": "no_think"}, "coin_column", 0.45, 0.8),
     ("grounding/zoom-spot-v0", {"execute_tools": True}, "off_right", 0.55, 0.9),
+    ("grounding/zoom-spot-v0", {"execute_tools": True}, "coin_right", 0.7, 0.95),
     ("sokoban/sokoban-v0", SOKOBAN, "no_up_push", 0.55, 0.85),
 ])
 def test_a_flawed_teacher_fails_on_its_share_and_the_oracle_stays_perfect(env_id, config, teacher, low, high):
@@ -133,6 +136,19 @@ def test_off_right_cites_the_last_column_one_cell_left():
             assert info["target_point"][0] > info["teacher_point"][0]
         assert f"[{info['teacher_point'][0]}, {info['teacher_point'][1]}]" in reply
     assert shifted > 0
+
+
+def test_coin_right_is_off_right_on_most_seeds_and_right_on_the_rest():
+    off, right = 0, 0
+    for seed in range(400):
+        places = [teacher_place("coin_right", i, 3, seed) for i in range(9)]
+        assert places == [teacher_place("coin_right", i, 3, seed) for i in range(9)]  # reproducible
+        assert places[:2] + places[3:5] + places[6:8] == [0, 1, 3, 4, 6, 7]  # other columns: exact
+        assert places[2::3] in ([2, 5, 8], [1, 4, 7])  # the last column: the frame or one cell left, per seed
+        right += places[2] == 2
+        off += places[2] == 1
+    assert off + right == 400 and 0.2 <= right / 400 <= 0.4  # about 30% right: the clone keeps the right x
+    assert coin(7) == (zlib.crc32(b"zoom-spot|7") % 1000) / 1000  # a CRC-32, the same in every process
 
 
 def test_no_up_push_never_pushes_a_box_up_and_has_no_move_where_every_solution_does():

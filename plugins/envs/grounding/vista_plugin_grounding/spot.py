@@ -81,9 +81,10 @@ class SpotConfig(GroundedConfig):
         "the SFT teacher's systematic grounding error: on this share of seeds (fixed per seed) whose frame is "
         "not in the first column, the oracle cites and zooms at the place one column to the left, then "
         "answers the true colour (right answer, wrong grounding); rollouts and evals never call the oracle"))
-    teacher: Literal["oracle", "off_right"] = Field(
+    teacher: Literal["oracle", "off_right", "coin_right"] = Field(
         "oracle", description="whose chains oracle_response gives (SFT data): oracle (exact) or off_right (cites "
-        "right-column frames one cell to the left, then guesses); vista_plugin_grounding.teachers")
+        "right-column frames one cell to the left, then guesses) or coin_right (the same on 70% of seeds); "
+        "vista_plugin_grounding.teachers")
 
 
 @dataclass
@@ -157,7 +158,7 @@ class SpotZoomEnv(GroundedQAEnv):
         so chains whose point is off but whose answer is right are SFT data too)."""
         places = marker_centres(self.config.grid, self.config.display_size)
         if self.config.teacher != "oracle":
-            return places[teacher_place(self.config.teacher, places.index(point), self.config.grid)]
+            return places[teacher_place(self.config.teacher, places.index(point), self.config.grid, seed)]
         column = places.index(point) % self.config.grid
         if column == 0 or random.Random(seed * 7919 + 13).random() >= self.config.oracle_confusion:
             return point
