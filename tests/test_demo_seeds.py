@@ -76,7 +76,7 @@ def test_the_seeds_curves_are_drawn_from_each_runs_metrics(tmp_path: Path) -> No
     """A panel per seed from the run's own ``metrics.jsonl``; SFT steps and steps without success are
     not RL points; a run with no RL steps still gets its bands."""
     pytest.importorskip("matplotlib")
-    from vista_plugin_local.seed_curves import plot_seed_curves, rl_success_per_step, running_mean
+    from vista_plugin_local.seed_curves import plot_seed_curves, rl_success_per_step, rollout_temperature, running_mean
 
     run = summary(tmp_path / "a", 0, True, 0.6)
     lines = [{"stage": "sft", "step": 1, "loss": 1.0}, {"stage": "rl", "step": 1, "success_rate": 0.25},
@@ -84,6 +84,9 @@ def test_the_seeds_curves_are_drawn_from_each_runs_metrics(tmp_path: Path) -> No
     (run / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     assert rl_success_per_step(run) == [(1, 0.25), (2, 0.75)]
     assert running_mean([0.0, 1.0, 1.0, 0.0], window=2) == [0.0, 0.5, 1.0, 0.5]
+    assert rollout_temperature(run) is None  # no config.yaml: the label says no temperature
+    (run / "config.yaml").write_text("rollout:\n  sampling: {temperature: 0.7}\n")
+    assert rollout_temperature(run) == 0.7
     bare = summary(tmp_path / "b", 1, False, 0.78)
     assert _script().main([str(run), str(bare), "--plot", str(tmp_path / "seeds.png")]) == 1
     drawn = tmp_path / "seeds.png"

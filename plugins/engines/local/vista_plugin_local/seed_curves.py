@@ -46,6 +46,18 @@ def running_mean(values: list[float], window: int = SMOOTH) -> list[float]:
     return [sum(values[max(0, i + 1 - window):i + 1]) / (i + 1 - max(0, i + 1 - window)) for i in range(len(values))]
 
 
+def rollout_temperature(run_dir: Path) -> float | None:
+    """The temperature the run's RL rollouts sampled at (its ``config.yaml``), which the training
+    curve was measured at; the held-out sampled rows use the harness's own (1.0)."""
+    import yaml
+
+    try:
+        config = yaml.safe_load((run_dir / "config.yaml").read_text(encoding="utf-8")) or {}
+        return float(config["rollout"]["sampling"]["temperature"])
+    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError):
+        return None
+
+
 def plot_seed_curves(runs: list[tuple[Path, dict[str, Any]]], path: Path) -> Path | None:
     """Draw one panel per ``(run_dir, job_summary)`` into ``path``; ``None`` without matplotlib or runs."""
     if not runs:
@@ -57,7 +69,7 @@ def plot_seed_curves(runs: list[tuple[Path, dict[str, Any]]], path: Path) -> Pat
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    figure, axes = plt.subplots(1, len(runs), figsize=(4.2 * len(runs), 3.8), squeeze=False, sharey=True)
+    figure, axes = plt.subplots(1, len(runs), figsize=(max(6.5, 4.2 * len(runs)), 4.0), squeeze=False, sharey=True)
     for axis, (run_dir, summary) in zip(axes[0], runs, strict=True):
         _panel(axis, run_dir, summary)
     axes[0][0].set_ylabel("success")
@@ -83,7 +95,9 @@ def _panel(axis: Any, run_dir: Path, summary: dict[str, Any]) -> None:
         axis.axhline(record["value"], color=colour, lw=1, ls="--", label=name.split(": ", 1)[-1])
     if curve:
         steps, success = zip(*curve, strict=True)
-        axis.plot(steps, success, color="tab:blue", lw=0.6, alpha=0.4, label="RL, training success")
+        temperature = rollout_temperature(run_dir)
+        at = f" (T={temperature:g})" if temperature is not None else ""
+        axis.plot(steps, success, color="tab:blue", lw=0.6, alpha=0.4, label=f"RL, training success{at}")
         axis.plot(steps, running_mean(list(success)), color="tab:blue", lw=1.5, label=f"RL, mean of {SMOOTH} steps")
     rl = judged.get("RL")
     if rl is not None:
