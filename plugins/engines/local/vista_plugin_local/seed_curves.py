@@ -107,4 +107,4 @@ def _panel(axis: Any, run_dir: Path, summary: dict[str, Any]) -> None:
     axis.set_title(f"seed {summary.get('seed', '?')}: {verdict}", fontsize=9)
     axis.set_xlabel("RL step")
     axis.set_ylim(-0.02, 1.02)
-    axis.legend(loc="lower right", fontsize=6)
+    axis.legend(loc="best", fontsize=6, framealpha=0.7)
