@@ -76,7 +76,12 @@ def test_the_seeds_curves_are_drawn_from_each_runs_metrics(tmp_path: Path) -> No
     """A panel per seed from the run's own ``metrics.jsonl``; SFT steps and steps without success are
     not RL points; a run with no RL steps still gets its bands."""
     pytest.importorskip("matplotlib")
-    from vista_plugin_local.seed_curves import plot_seed_curves, rl_success_per_step, rollout_temperature, running_mean
+    from vista_plugin_local.seed_curves import (
+        plot_seed_curves,
+        rl_success_per_step,
+        rollout_temperature,
+        running_mean,
+    )
 
     run = summary(tmp_path / "a", 0, True, 0.6)
     lines = [{"stage": "sft", "step": 1, "loss": 1.0}, {"stage": "rl", "step": 1, "success_rate": 0.25},
