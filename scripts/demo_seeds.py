@@ -18,7 +18,7 @@ from typing import Any
 
 from vista_plugin_local.job_rows import SUMMARY_FILE
 from vista_plugin_local.seed_curves import best_row, plot_seed_curves
-from vista_plugin_local.verdict import seeds_verdict
+from vista_plugin_local.verdict import RIVAL_KINDS, seeds_verdict
 
 #: demo.sh's last line for a main-job run: "wall time: training and its evals A s, report B s, total C s"
 WALL_LINE = re.compile(r"^wall time: .*total (\d+) s$")
@@ -55,15 +55,14 @@ def main(argv: list[str] | None = None) -> int:
             summaries.append({"seed": None, "run_dir": str(run_dir), "verdict": {"passed": False}, "judged": {}})
             continue
         summaries.append({**json.loads(path.read_text()), "run_dir": str(run_dir)})
-    kinds = ("teacher", "sft", "blind", "ablation")
     header = ["seed", "RL", "teacher", "best SFT", "blind", "ablation", "verdict", "wall s"]
     table = []
     for index, summary in enumerate(summaries):
         judged = summary.get("judged") or {}
-        picked = {kind: best_row(judged, kind) for kind in kinds}
+        picked = {kind: best_row(judged, kind) for kind in RIVAL_KINDS}
         wall = wall_seconds(summary, Path(summary["run_dir"]))
         table.append([str(summary.get("seed", f"? ({index})")), cell(judged.get("RL")),
-                      *(cell(picked[kind][1]) for kind in kinds),
+                      *(cell(picked[kind][1]) for kind in RIVAL_KINDS),
                       "PASS" if summary["verdict"].get("passed") else "FAIL",
                       f"{wall:.0f}" if wall is not None else "-"])
     if summaries and summaries[0].get("env"):

@@ -73,10 +73,16 @@ def test_a_main_job_run_takes_its_wall_time_from_demo_log(tmp_path: Path, capsys
 
 
 def test_the_seeds_curves_are_drawn_from_each_runs_metrics(tmp_path: Path) -> None:
-    """A panel per seed from the run's own ``metrics.jsonl``; SFT steps and steps without success are
-    not RL points; a run with no RL steps still gets its bands."""
+    """A panel per seed from the run's own ``metrics.jsonl``: SFT steps and steps without success are
+    not RL points, every judged kind gets a band (the best SFT row's), and a run with no RL steps
+    still gets its bands and RL's held-out point."""
     pytest.importorskip("matplotlib")
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
     from vista_plugin_local.seed_curves import (
+        draw_seed_panel,
         plot_seed_curves,
         rl_success_per_step,
         rollout_temperature,
@@ -93,6 +99,18 @@ def test_the_seeds_curves_are_drawn_from_each_runs_metrics(tmp_path: Path) -> No
     (run / "config.yaml").write_text("rollout:\n  sampling: {temperature: 0.7}\n")
     assert rollout_temperature(run) == 0.7
     bare = summary(tmp_path / "b", 1, False, 0.78)
+
+    def labels(run_dir: Path) -> list[str]:
+        figure, axis = plt.subplots()
+        draw_seed_panel(axis, run_dir, json.loads((run_dir / "job_summary.json").read_text()))
+        found = axis.get_legend_handles_labels()[1]
+        plt.close(figure)
+        return found
+
+    # run a: SFT 2x and 4x tie at 0.6, and the verdict's rule keeps the first; run b: 4x is best (0.78)
+    assert labels(run) == ["teacher 'x'", "SFT 2x", "blind", "RL, tool disabled", "RL, training success (T=0.7)",
+                           "RL, mean of 10 steps", "RL, held-out"]
+    assert labels(bare) == ["teacher 'x'", "SFT 4x", "blind", "RL, tool disabled", "RL, held-out"]
     assert _script().main([str(run), str(bare), "--plot", str(tmp_path / "seeds.png")]) == 1
     drawn = tmp_path / "seeds.png"
     assert drawn.stat().st_size > 10_000 and drawn.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -16,23 +16,27 @@ matplotlib is optional (as for ``reward_success.png``): without it nothing is dr
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from vista_plugin_local.metrics import STEP_METRICS_FILE, read_jsonl
+from vista_plugin_local.verdict import RIVAL_KINDS, Rival, RivalKind, best_rival, estimate_of
 
 SMOOTH = 10
-#: judged-row kind -> colour of its band (the verdict's kinds, ``vista_plugin_local.verdict``).
-BAND_COLOURS = {"teacher": "tab:red", "sft": "tab:green", "blind": "tab:grey", "ablation": "tab:purple"}
+#: the colour of each rival kind's band (the verdict's kinds, in its order).
+BAND_COLOURS: dict[RivalKind, str] = dict(zip(RIVAL_KINDS, ("tab:red", "tab:green", "tab:grey", "tab:purple"),
+                                              strict=True))
 
 
-def best_row(judged: dict[str, Any], kind: str) -> tuple[str, dict[str, Any] | None]:
-    """The strongest row of a kind (highest success), as the verdict's SFT row is the best of three."""
-    rows = [(name, record) for name, record in judged.items() if name.startswith(f"{kind}: ")]
-    measured = [(name, record) for name, record in rows if record is not None]
-    if not measured:
-        return (rows[0][0] if rows else kind), None
-    return max(measured, key=lambda item: (item[1]["value"], item[1]["ci95_high"]))
+def best_row(judged: Mapping[str, Any], kind: RivalKind) -> tuple[str, dict[str, Any] | None]:
+    """The strongest of a summary's judged rows of one kind (``"KIND: name"`` keys), chosen by the
+    verdict's own rule (:func:`~vista_plugin_local.verdict.best_rival`); ``(name, None)`` if none was measured."""
+    rivals = [Rival(kind, name, estimate_of(record)) for name, record in judged.items() if name.startswith(f"{kind}: ")]
+    best = best_rival(rivals)
+    if best is None:
+        return (rivals[0].name if rivals else kind), None
+    return best.name, judged[best.name]
 
 
 def rl_success_per_step(run_dir: Path) -> list[tuple[int, float]]:
@@ -71,7 +75,7 @@ def plot_seed_curves(runs: list[tuple[Path, dict[str, Any]]], path: Path) -> Pat
         return None
     figure, axes = plt.subplots(1, len(runs), figsize=(max(6.5, 4.2 * len(runs)), 4.0), squeeze=False, sharey=True)
     for axis, (run_dir, summary) in zip(axes[0], runs, strict=True):
-        _panel(axis, run_dir, summary)
+        draw_seed_panel(axis, run_dir, summary)
     axes[0][0].set_ylabel("success")
     first = runs[0][1]
     figure.suptitle(f"{first.get('job', '')} job on {first.get('env', '?')}, teacher '{first.get('teacher', '?')}'\n"
@@ -83,7 +87,8 @@ def plot_seed_curves(runs: list[tuple[Path, dict[str, Any]]], path: Path) -> Pat
     return path
 
 
-def _panel(axis: Any, run_dir: Path, summary: dict[str, Any]) -> None:
+def draw_seed_panel(axis: Any, run_dir: Path, summary: dict[str, Any]) -> None:
+    """One seed's panel on a matplotlib ``axis`` (see the module docstring); rows not measured get no band."""
     judged = summary.get("judged") or {}
     curve = rl_success_per_step(run_dir)
     last = curve[-1][0] if curve else 1
