@@ -139,16 +139,20 @@ def backend_seconds(backend: Any) -> dict[str, float] | None:
     return {key: float(getattr(timings, key)) for key in ("encode_s", "model_s", "finish_s")}
 
 
-def measure_overhead(backend: Any, label: str, batch: int, max_tokens: int) -> dict[str, Any]:
+def measure_overhead(backend: Any, label: str, batch: int, max_tokens: int, image_sink: bool = True) -> dict[str, Any]:
+    """``image_sink``: hand each turn's new images to the run writer before the model is called, as
+    ``vista eval`` does (``False``: the writer encodes them when each trajectory is written)."""
     settings = RolloutSection(max_turns=TURNS, batch_size=batch,
                               sampling=SamplingSection(temperature=1.0, max_tokens=max_tokens))
     seeds = range(batch)
     before = backend_seconds(backend)
+    images_before = image_processor_misses(backend)
     with tempfile.TemporaryDirectory() as tmp, RunWriter(Path(tmp) / "run", html=False) as writer, \
             RolloutEngine(backend, settings, seed=0) as engine:
         started = time.perf_counter()
         token_views = 0
-        for trajectory in engine.stream(episode_specs(ENV_ID, seeds), image_sink=writer.write_images):  # as vista eval
+        sink = writer.write_images if image_sink else None
+        for trajectory in engine.stream(episode_specs(ENV_ID, seeds), image_sink=sink):
             token_views += trajectory.token_view is not None
             writer.write(trajectory)
         writer.flush()  # the run is done when every line and image is on disk
@@ -174,11 +178,23 @@ def measure_overhead(backend: Any, label: str, batch: int, max_tokens: int) -> d
         "framework_only_per_env_turn_ms": round(1000 * framework / max(env_turns, 1), 4),
         "framework_only_share_of_wall": round(framework / wall, 4),
         "trajectories_with_token_view": token_views,
+        "image_sink": image_sink,
     }
+    images_after = image_processor_misses(backend)
+    if images_before is not None and images_after is not None and images_after[0] > images_before[0]:
+        new_images = images_after[0] - images_before[0]
+        result["image_processor_new_images"] = new_images
+        result["image_processor_ms_per_new_image"] = round(1000 * (images_after[1] - images_before[1]) / new_images, 4)
     if split is not None:
         result["backend_encode_per_env_turn_ms"] = round(1000 * split["encode_s"] / max(env_turns, 1), 4)
         result["backend_finish_per_env_turn_ms"] = round(1000 * split["finish_s"] / max(env_turns, 1), 4)
     return result
+
+
+def image_processor_misses(backend: Any) -> tuple[int, float] | None:
+    """``(images processed, seconds in the processor)`` so far by the backend's image cache, if it has one."""
+    cache = getattr(backend, "image_cache", None)
+    return (int(cache.misses), float(cache.miss_seconds)) if cache is not None else None
 
 
 def profile_overhead(backend: Any, batch: int, max_tokens: int, top: int) -> dict[str, Any]:
@@ -331,6 +347,8 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--max-tokens", type=int, default=32)
     parser.add_argument("--scripted-only", action="store_true", help="skip the tiny transformers model")
+    parser.add_argument("--no-image-sink", action="store_true",
+                        help="the writer encodes PNGs when each trajectory is written, not as each turn's images arrive")
     parser.add_argument("--decode", action="store_true", help="also measure decode tokens/s, static vs dynamic cache")
     parser.add_argument("--decode-only", action="store_true", help="only the decode throughput")
     parser.add_argument("--shape", choices=tuple(SHAPES), default="tiny", help="model of the decode figures")
@@ -365,7 +383,8 @@ def main() -> None:
     backend, note = (None, "skipped (--scripted-only)") if args.scripted_only else tiny_transformers_backend()
     if backend is not None:
         measure_overhead(backend, "transformers", min(batch, 4), args.max_tokens)  # warm-up
-        result["overhead"] = measure_overhead(backend, "transformers (tiny random Qwen2.5-VL)", batch, args.max_tokens)
+        result["overhead"] = measure_overhead(backend, "transformers (tiny random Qwen2.5-VL)", batch, args.max_tokens,
+                                              image_sink=not args.no_image_sink)
         result["overhead"]["note"] = note
         overhead = result["overhead"]
         overhead["targets"] = {"framework_ms_per_env_turn": TARGET_MS_PER_ENV_TURN, "share_of_wall": TARGET_SHARE}

@@ -48,6 +48,10 @@ def test_multi_turn_greedy_is_identical_with_and_without_the_image_cache(tiny_mo
     # alone (prompt_ids checks the two agree and keeps the grid's span ids; later images skip it).
     assert cache.enabled is True and cache.misses == 9 and cache.hits == 1 + 3 + 3 * (1 + 2 + 3)
     assert cached.timings.model_s > 0 and cached.timings.encode_s > 0 and cached.timings.calls == 3
+    spent = cache.miss_seconds  # the real processor's time, on misses only: a hit adds none
+    assert spent > 0
+    cached.generate([episodes[0][2]], params)
+    assert cache.misses == 9 and cache.miss_seconds == spent
 
 
 def test_a_processor_whose_outputs_do_not_split_per_image_turns_the_cache_off(tiny_model_dir: Path) -> None:

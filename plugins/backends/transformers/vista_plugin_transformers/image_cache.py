@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import threading
+import time
 from collections import OrderedDict
 from typing import Any
 
@@ -42,6 +43,7 @@ class CachedImageProcessor:
         self.enabled: bool | None = None  # None until the first multi-image call has checked it
         self.hits = 0
         self.misses = 0
+        self.miss_seconds = 0.0  # time in the real processor on misses: what the cache could not save
         self._entries: OrderedDict[tuple[str, str], dict[str, Any]] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
@@ -78,10 +80,13 @@ class CachedImageProcessor:
                 self._entries.move_to_end(key)
                 self.hits += 1
                 return found
+        started = time.perf_counter()
         features = dict(self.inner([image], **kwargs))
+        spent = time.perf_counter() - started
         size = _size_bytes(features)
         with self._lock:
             self.misses += 1
+            self.miss_seconds += spent
             if key not in self._entries and size <= self.max_bytes:
                 self._entries[key] = features
                 self._bytes += size
